@@ -1,0 +1,240 @@
+"""The agent's live State (handlers, changes, to/from dict, reserved keys) and hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any, TypedDict
+
+import pytest
+
+from threadloom.agent.hooks import HOOK_POINTS, hook, normalize_hooks, run_hooks
+from threadloom.agent.state import RESERVED_KEYS, State, validate_user_schema
+from threadloom.messages import AIMessage, HumanMessage
+from threadloom.reducers import add_messages, merge_lists, replace_values
+
+SCHEMA = {"docs": {"type": list[str]}, "count": {"type": int}, "note": {"type": str}}
+
+
+def test_default_handlers() -> None:
+    state = State(SCHEMA)
+    assert state.schema["docs"]["handler"] is merge_lists
+    assert state.schema["count"]["handler"] is replace_values
+    assert state.schema["messages"]["handler"] is add_messages
+    state.set("docs", ["a"])
+    state.set("docs", ["b", "c"])
+    state.set("docs", "d")
+    state.set("count", 1)
+    state.set("count", 2)
+    assert state.get("docs") == ["a", "b", "c", "d"]
+    assert state.get("count") == 2
+
+
+def test_handler_override_and_custom_handler() -> None:
+    state = State({"docs": {"type": list},
+                   "total": {"type": int, "handler": lambda a, b: (a or 0) + b}})
+    state.set("docs", ["a", "b"])
+    state.set("docs", ["z"], handler_override=replace_values)
+    state.set("total", 3)
+    state.set("total", 4)
+    assert state.get("docs") == ["z"]
+    assert state.get("total") == 7
+
+
+def test_messages_use_add_messages() -> None:
+    state = State({}, {"messages": [HumanMessage("hi", id="h1")]})
+    state.set("messages", [("assistant", "hello")])
+    state.set("messages", [HumanMessage("hi again", id="h1")])  # same id replaces
+    msgs = state.get("messages")
+    assert [m.text for m in msgs] == ["hi again", "hello"]
+    assert isinstance(msgs[1], AIMessage) and msgs[1].id
+
+
+def test_get_has_data_and_unknown_keys() -> None:
+    state = State(SCHEMA, {"count": 5})
+    assert state.has("count") and not state.has("note")
+    assert state.get("note") is None and state.get("note", "x") == "x"
+    assert state.data == {"count": 5}
+    with pytest.raises(ValueError, match="nope"):
+        state.set("nope", 1)
+    with pytest.raises(ValueError, match="nope"):
+        State(SCHEMA, {"nope": 1})
+
+
+def test_changes_record_sets_since_creation_only() -> None:
+    state = State(SCHEMA, {"docs": ["a"], "count": 1})
+    assert state.changes() == {}
+    state.set("note", "n")
+    state.set("docs", ["b"])
+    assert state.changes() == {"note": "n", "docs": ["a", "b"]}
+    assert list(state.changes()) == ["note", "docs"]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"x": int},
+        {"x": {"handler": merge_lists}},
+        {"x": {"type": int, "handler": 3}},
+        {"x": {"type": int, "reducer": merge_lists}},
+        {"": {"type": int}},
+    ],
+)
+def test_malformed_schema(schema: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        State(schema)
+
+
+def test_to_dict_from_dict_round_trip() -> None:
+    when = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+    state = State({**SCHEMA, "when": {"type": dt.datetime}},
+                  {"docs": ["a"], "count": 2, "when": when,
+                   "messages": [HumanMessage("hi", id="h1")]})
+    blob = state.to_dict()
+    assert blob["schema"]["docs"] == {"type": "list", "handler": "merge_lists"}
+    assert blob["schema"]["messages"]["handler"] == "add_messages"
+    back = State.from_dict(blob)
+    assert back.data == state.data
+    assert back.get("when") == when
+    assert back.schema["docs"]["handler"] is merge_lists
+    back.set("docs", ["b"])
+    assert back.get("docs") == ["a", "b"]
+
+
+def test_from_dict_never_resolves_custom_handlers() -> None:
+    def concat(a: Any, b: Any) -> Any:
+        return (a or "") + b
+
+    state = State({"text": {"type": str, "handler": concat}}, {"text": "a"})
+    blob = state.to_dict()
+    assert blob["schema"]["text"]["handler"].endswith("concat")
+    blob["schema"]["text"]["handler"] = "os.system"
+    with pytest.raises(ValueError, match="schema="):
+        State.from_dict(blob)
+    back = State.from_dict(blob, schema={"text": {"type": str, "handler": concat}})
+    back.set("text", "b")
+    assert back.get("text") == "ab"
+
+
+@pytest.mark.parametrize("key", sorted(RESERVED_KEYS))
+def test_reserved_keys_refused(key: str) -> None:
+    with pytest.raises(ValueError, match=repr(key)):
+        validate_user_schema({"mine": {"type": int}, key: {"type": int}})
+
+
+def test_reserved_keys_constant_matches_design() -> None:
+    assert RESERVED_KEYS == {
+        "messages", "step_count", "token_usage", "tool_call_counts", "exit_reason",
+        "continue_run", "stop_run", "jump_to", "tools", "hook_context", "context_tokens"}
+
+
+def test_validate_class_schemas() -> None:
+    class Base(TypedDict):
+        messages: list
+        step_count: int
+
+    class Mine(Base):
+        topic: str
+
+    class Bad(TypedDict):
+        exit_reason: int
+
+    validate_user_schema({"topic": {"type": str}})
+    validate_user_schema(Mine, inherited=Base.__annotations__)
+    with pytest.raises(ValueError, match="'messages'"):
+        validate_user_schema(Mine)
+    with pytest.raises(ValueError, match="'exit_reason'"):
+        validate_user_schema(Bad, inherited=Base.__annotations__)
+
+
+# -- hooks -----------------------------------------------------------------------------
+
+
+def test_hook_decorator_marks_functions() -> None:
+    @hook
+    def bare(state: State) -> None: ...
+
+    @hook("before_llm")
+    def pointed(state: State) -> None: ...
+
+    assert normalize_hooks({"after_run": [bare]})["after_run"] == [bare]
+    assert normalize_hooks([pointed])["before_llm"] == [pointed]
+    with pytest.raises(ValueError, match="no hook point"):
+        normalize_hooks([bare])
+    with pytest.raises(ValueError, match="marked"):
+        normalize_hooks({"after_llm": [pointed]})
+
+
+def test_unknown_hook_point_lists_valid_ones() -> None:
+    with pytest.raises(ValueError) as info:
+        normalize_hooks({"before_model": [lambda s: None]})
+    for point in HOOK_POINTS:
+        assert point in str(info.value)
+    with pytest.raises(ValueError, match="before_tool"):
+        hook("before_tools")
+
+
+def test_normalize_hooks_shapes() -> None:
+    def a(state: State) -> None: ...
+
+    def b(state: State) -> None: ...
+
+    result = normalize_hooks({"before_run": a, "on_exit": [b, a]})
+    assert list(result) == list(HOOK_POINTS)
+    assert result["before_run"] == [a] and result["on_exit"] == [b, a]
+    assert all(v == [] for k, v in result.items() if k not in ("before_run", "on_exit"))
+    assert normalize_hooks(None) == {p: [] for p in HOOK_POINTS}
+    with pytest.raises(TypeError):
+        normalize_hooks({"before_run": [42]})
+    with pytest.raises(TypeError):
+        normalize_hooks("before_run")
+
+
+async def test_run_hooks_in_order_sync_and_async_with_context() -> None:
+    calls: list[str] = []
+
+    def first(state: State) -> None:
+        calls.append("first")
+        state.set("docs", ["1"])
+
+    async def second(state: State, context: Any) -> None:
+        await asyncio.sleep(0)
+        calls.append(f"second:{context['user']}")
+        state.set("docs", ["2"])
+
+    def third(state: State, context: Any = None) -> dict[str, Any]:
+        calls.append("third")
+        return {"count": len(state.get("docs"))}
+
+    state = State(SCHEMA)
+    hooks = normalize_hooks({"before_llm": [first, second, third]})
+    await run_hooks("before_llm", hooks["before_llm"], state, {"user": "u1"})
+    assert calls == ["first", "second:u1", "third"]
+    assert state.get("docs") == ["1", "2"]
+    assert state.changes() == {"docs": ["1", "2"], "count": 2}
+
+
+async def test_run_hooks_errors_name_the_hook() -> None:
+    def broken(state: State) -> None:
+        raise RuntimeError("boom")
+
+    def wrong(state: State) -> int:
+        return 3
+
+    with pytest.raises(RuntimeError, match="boom") as info:
+        await run_hooks("after_tool", [broken], State(SCHEMA))
+    assert any("after_tool hook" in n and "broken" in n for n in info.value.__notes__)
+    with pytest.raises(TypeError, match="wrong"):
+        await run_hooks("after_tool", [wrong], State(SCHEMA))
+
+
+async def test_callable_objects_as_hooks() -> None:
+    class Counter:
+        __hash__ = None  # unhashable callables work too
+
+        def __call__(self, state: State, context: Any) -> None:
+            state.set("count", context)
+
+    state = State(SCHEMA)
+    await run_hooks("on_exit", [Counter()], state, 9)
+    assert state.get("count") == 9

@@ -1,0 +1,182 @@
+"""The builder and compile-time checks."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Literal, TypedDict
+
+import pytest
+
+from threadloom import END, START, Command, StateGraph
+from threadloom.engine.errors import GraphBuildError, GraphValidationError
+
+
+class S(TypedDict):
+    n: int
+    path: Annotated[list[str], operator.add]
+
+
+def step(name):
+    def fn(s):
+        return {"path": [name]}
+
+    fn.__name__ = name
+    return fn
+
+
+def test_node_forms_function_async_callable_object_and_named():
+    class Obj:
+        async def __call__(self, state):
+            return {"path": ["obj"]}
+
+    async def async_node(s):
+        return {"path": ["async"]}
+
+    g = StateGraph(S)
+    g.add_node(step("plain"))
+    g.add_node("async_node", async_node)
+    g.add_node("obj", Obj())
+    g.add_edge(START, "plain")
+    g.add_edge("plain", "async_node")
+    g.add_edge("async_node", "obj")
+    assert g.compile().invoke({"n": 0})["path"] == ["plain", "async", "obj"]
+
+
+def test_join_edge_waits_for_both_branches():
+    g = StateGraph(S)
+    for name in ("a", "b1", "b2", "c"):
+        g.add_node(step(name))
+    g.add_edge(START, "a")
+    g.add_edge(START, "b1")
+    g.add_edge("b1", "b2")
+    g.add_edge(["a", "b2"], "c")
+    path = g.compile().invoke({"n": 0})["path"]
+    assert path.count("c") == 1
+    assert path.index("c") > path.index("b2")
+
+
+def test_conditional_edges_with_and_without_path_map():
+    def route(s):
+        return "big" if s["n"] > 5 else "small"
+
+    for path_map in ({"big": "yes", "small": "no"}, None):
+        g = StateGraph(S)
+        g.add_node(step("start"))
+        g.add_node(step("yes"))
+        g.add_node(step("no"))
+        if path_map is None:
+            g.add_conditional_edges("start", lambda s: "yes" if s["n"] > 5 else "no")
+        else:
+            g.add_conditional_edges("start", route, path_map)
+        g.add_edge(START, "start")
+        app = g.compile()
+        assert app.invoke({"n": 10})["path"] == ["start", "yes"]
+        assert app.invoke({"n": 1})["path"] == ["start", "no"]
+
+
+def test_path_map_as_list_and_end():
+    g = StateGraph(S)
+    g.add_node(step("loop"))
+    g.add_conditional_edges("loop", lambda s: "loop" if len(s["path"]) < 3 else END, ["loop", END])
+    g.add_edge(START, "loop")
+    assert g.compile().invoke({"n": 0})["path"] == ["loop"] * 3
+
+
+def test_add_sequence_and_named_pairs():
+    g = StateGraph(S)
+    g.add_sequence([step("one"), ("two", step("x")), step("three")])
+    g.add_edge(START, "one")
+    assert g.compile().invoke({"n": 0})["path"] == ["one", "x", "three"]
+
+
+def test_command_goto_with_declared_destinations():
+    def decide(s) -> Command[Literal["left", "right"]]:
+        return Command(update={"n": 1}, goto="right")
+
+    g = StateGraph(S)
+    g.add_node("decide", decide)
+    g.add_node(step("left"))
+    g.add_node(step("right"))
+    g.add_edge(START, "decide")
+    out = g.compile().invoke({"n": 0})
+    assert out == {"n": 1, "path": ["right"]}
+
+
+def test_compile_refuses_edge_to_unknown_node():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_edge(START, "a")
+    g.add_edge("a", "ghost")
+    with pytest.raises(GraphValidationError, match="ghost") as info:
+        g.compile()
+    assert info.value.node == "ghost"
+
+
+def test_compile_refuses_unreachable_node():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_node(step("island"))
+    g.add_edge(START, "a")
+    with pytest.raises(GraphValidationError, match="island") as info:
+        g.compile()
+    assert info.value.node == "island"
+
+
+def test_compile_refuses_node_that_can_never_reach_end():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_node(step("b"))
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", "a")
+    with pytest.raises(GraphValidationError, match="can never reach END"):
+        g.compile()
+
+
+def test_compile_refuses_graph_without_entry_and_unknown_path_map_target():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    with pytest.raises(GraphValidationError, match="entry point"):
+        g.compile()
+    g2 = StateGraph(S)
+    g2.add_node(step("a"))
+    g2.add_edge(START, "a")
+    g2.add_conditional_edges("a", lambda s: "x", {"x": "nowhere"})
+    with pytest.raises(GraphValidationError, match="nowhere"):
+        g2.compile()
+
+
+def test_bad_edges_at_build_time():
+    g = StateGraph(S)
+    with pytest.raises(GraphBuildError):
+        g.add_edge(END, "a")
+    with pytest.raises(GraphBuildError):
+        g.add_edge("a", START)
+    with pytest.raises(GraphBuildError, match="already"):
+        g.add_node(step("a"))
+        g.add_node(step("a"))
+
+
+def test_draw_mermaid_shows_nodes_and_conditional_edges():
+    g = StateGraph(S)
+    g.add_node(step("agent"))
+    g.add_node(step("tools"))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", lambda s: END, {"go": "tools", "stop": END})
+    g.add_edge("tools", "agent")
+    text = g.compile().get_graph().draw_mermaid()
+    assert text.splitlines()[3] == "graph TD;"
+    assert "__start__ --> agent;" in text
+    assert "agent -. &nbsp;go&nbsp; .-> tools;" in text
+    assert "tools --> agent;" in text
+
+
+def test_draw_png_is_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_edge(START, "a")
+    path = tmp_path / "g.png"
+    data = g.compile().get_graph().draw_png(str(path))
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.read_bytes() == data

@@ -1,0 +1,265 @@
+"""Threads, checkpoints, time travel, forks, interrupts and resume, on each embedded backend."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+
+from threadloom import (
+    START,
+    Command,
+    Interrupt,
+    StateGraph,
+    interrupt,
+)
+from threadloom.engine.errors import CheckpointError, EmptyInputError
+
+
+class S(TypedDict):
+    n: int
+    log: Annotated[list, operator.add]
+
+
+def counter_graph():
+    g = StateGraph(S)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1, "log": ["inc"]})
+    g.add_node("double", lambda s: {"n": s["n"] * 2, "log": ["double"]})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", "double")
+    return g
+
+
+def test_second_invoke_continues_the_thread(checkpointer, thread_id):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    assert app.invoke({"n": 1}, thread_id=thread_id) == {"n": 4, "log": ["inc", "double"]}
+    out = app.invoke({"log": ["again"]}, thread_id=thread_id)
+    assert out == {"n": 10, "log": ["inc", "double", "again", "inc", "double"]}
+    other = app.invoke({"n": 0}, thread_id=thread_id + "-other")
+    assert other["n"] == 2
+
+
+def test_thread_ids_are_arbitrary_strings(checkpointer):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    for tid in ["ünï cødé 🧵", "a/b\\c'; DROP TABLE x;--", " ", "x" * 300]:
+        assert app.invoke({"n": 1}, thread_id=tid)["n"] == 4
+        assert app.get_state(thread_id=tid).values["n"] == 4
+
+
+def test_missing_thread_id_is_a_clear_error(checkpointer):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    with pytest.raises(CheckpointError, match="thread_id"):
+        app.invoke({"n": 1})
+
+
+def test_get_state_and_history_newest_first(checkpointer, thread_id):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    app.invoke({"n": 1}, thread_id=thread_id)
+    snap = app.get_state(thread_id=thread_id)
+    assert snap.values == {"n": 4, "log": ["inc", "double"]}
+    assert snap.next == ()
+    assert snap.metadata["source"] == "loop" and snap.metadata["step"] == 1
+    history = list(app.get_state_history(thread_id=thread_id))
+    assert [h.metadata["step"] for h in history] == [1, 0, -1]
+    assert [h.metadata["source"] for h in history] == ["loop", "loop", "input"]
+    assert [h.next for h in history] == [(), ("double",), ("inc",)]
+    assert history[1].values["n"] == 2
+    assert history[0].parent_config["configurable"]["checkpoint_id"] == (
+        history[1].config["configurable"]["checkpoint_id"])
+
+
+def test_time_travel_replays_from_a_past_checkpoint(checkpointer, thread_id):
+    calls = []
+    g = StateGraph(S)
+    g.add_node("inc", lambda s: calls.append("inc") or {"n": s["n"] + 1})
+    g.add_node("double", lambda s: calls.append("double") or {"n": s["n"] * 2})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", "double")
+    app = g.compile(checkpointer=checkpointer)
+    app.invoke({"n": 1}, thread_id=thread_id)
+    before_double = [h for h in app.get_state_history(thread_id=thread_id)
+                     if h.next == ("double",)][0]
+    calls.clear()
+    out = app.invoke(None, before_double.config)
+    assert out["n"] == 4
+    assert calls == ["double"]
+    assert len(list(app.get_state_history(thread_id=thread_id))) == 4
+
+
+def test_update_state_forks_from_a_past_checkpoint(checkpointer, thread_id):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    app.invoke({"n": 1}, thread_id=thread_id)
+    past = [h for h in app.get_state_history(thread_id=thread_id) if h.next == ("double",)][0]
+    fork_config = app.update_state(past.config, {"n": 100})
+    fork = app.get_state(fork_config)
+    assert fork.values["n"] == 100
+    assert fork.next == ("double",)
+    assert fork.metadata["source"] == "fork"
+    assert app.invoke(None, thread_id=thread_id)["n"] == 200
+    assert app.get_state(thread_id=thread_id).values["log"] == ["inc", "double"]
+
+
+def test_update_state_as_node_routes_like_that_node(checkpointer, thread_id):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    app.invoke({"n": 1}, thread_id=thread_id)
+    cfg = app.update_state({"configurable": {"thread_id": thread_id}}, {"n": 7}, as_node="inc")
+    snap = app.get_state(cfg)
+    assert snap.next == ("double",)
+    assert snap.metadata["source"] == "update"
+    assert app.invoke(None, thread_id=thread_id)["n"] == 14
+
+
+def test_update_state_unknown_key_and_node(checkpointer, thread_id):
+    from threadloom import InvalidUpdateError
+
+    app = counter_graph().compile(checkpointer=checkpointer)
+    app.invoke({"n": 1}, thread_id=thread_id)
+    with pytest.raises(InvalidUpdateError):
+        app.update_state({"configurable": {"thread_id": thread_id}}, {"zz": 1})
+    with pytest.raises(ValueError, match="ghost"):
+        app.update_state({"configurable": {"thread_id": thread_id}}, {"n": 1}, as_node="ghost")
+
+
+def approval_graph(runs):
+    class A(TypedDict):
+        request: str
+        decision: str
+        log: Annotated[list, operator.add]
+
+    def ask(s):
+        runs.append("ask")
+        answer = interrupt({"question": f"approve {s['request']}?"})
+        return {"decision": answer, "log": ["asked"]}
+
+    g = StateGraph(A)
+    g.add_node("ask", ask)
+    g.add_node("act", lambda s: {"log": [f"act:{s['decision']}"]})
+    g.add_edge(START, "ask")
+    g.add_edge("ask", "act")
+    return g
+
+
+def test_interrupt_and_resume(checkpointer, thread_id):
+    runs: list[str] = []
+    app = approval_graph(runs).compile(checkpointer=checkpointer)
+    out = app.invoke({"request": "refund"}, thread_id=thread_id)
+    [pause] = out["__interrupt__"]
+    assert isinstance(pause, Interrupt)
+    assert pause.value == {"question": "approve refund?"}
+    snap = app.get_state(thread_id=thread_id)
+    assert snap.next == ("ask",)
+    assert snap.interrupts[0].id == pause.id
+    assert snap.tasks[0].interrupts[0].value == pause.value
+    out = app.invoke(Command(resume="yes"), thread_id=thread_id)
+    assert out["log"] == ["asked", "act:yes"]
+    assert "__interrupt__" not in out
+    assert runs == ["ask", "ask"]
+
+
+def test_resume_by_interrupt_id(checkpointer, thread_id):
+    app = approval_graph([]).compile(checkpointer=checkpointer)
+    out = app.invoke({"request": "r"}, thread_id=thread_id)
+    pid = out["__interrupt__"][0].id
+    assert app.invoke(Command(resume={pid: "ok"}), thread_id=thread_id)["decision"] == "ok"
+
+
+def test_two_interrupts_in_one_node_resume_in_order(checkpointer, thread_id):
+    class T(TypedDict):
+        answers: list
+
+    def two(s):
+        a = interrupt("first?")
+        b = interrupt("second?")
+        return {"answers": [a, b]}
+
+    g = StateGraph(T)
+    g.add_node("two", two)
+    g.add_edge(START, "two")
+    app = g.compile(checkpointer=checkpointer)
+    assert app.invoke({"answers": []}, thread_id=thread_id)["__interrupt__"][0].value == "first?"
+    assert app.invoke(Command(resume=1), thread_id=thread_id)["__interrupt__"][0].value == "second?"
+    assert app.invoke(Command(resume=2), thread_id=thread_id)["answers"] == [1, 2]
+
+
+def test_interrupt_before_and_after(checkpointer, thread_id):
+    app = counter_graph().compile(checkpointer=checkpointer, interrupt_before=["double"])
+    assert app.invoke({"n": 1}, thread_id=thread_id) == {"n": 2, "log": ["inc"]}
+    assert app.get_state(thread_id=thread_id).next == ("double",)
+    assert app.invoke(None, thread_id=thread_id)["n"] == 4
+
+    app2 = counter_graph().compile(checkpointer=checkpointer, interrupt_after=["inc"])
+    tid = thread_id + "-after"
+    assert app2.invoke({"n": 1}, thread_id=tid)["n"] == 2
+    assert app2.get_state(thread_id=tid).next == ("double",)
+    assert app2.invoke(None, thread_id=tid)["n"] == 4
+
+
+def test_invoke_none_without_checkpoint_is_a_clear_error(checkpointer, thread_id):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    with pytest.raises(EmptyInputError):
+        app.invoke(None, thread_id=thread_id)
+
+
+def test_failed_sibling_keeps_successful_writes_and_resume_does_not_rerun(checkpointer, thread_id):
+    calls = {"good": 0, "flaky": 0}
+    fail = {"on": True}
+
+    def good(s):
+        calls["good"] += 1
+        return {"log": ["good"]}
+
+    def flaky(s):
+        calls["flaky"] += 1
+        if fail["on"]:
+            raise RuntimeError("down")
+        return {"log": ["flaky"]}
+
+    g = StateGraph(S)
+    g.add_node("good", good)
+    g.add_node("flaky", flaky)
+    g.add_edge(START, "good")
+    g.add_edge(START, "flaky")
+    app = g.compile(checkpointer=checkpointer)
+    with pytest.raises(RuntimeError):
+        app.invoke({"n": 0}, thread_id=thread_id)
+    snap = app.get_state(thread_id=thread_id)
+    assert snap.next == ("good", "flaky")
+    assert "RuntimeError: down" in snap.tasks[1].error
+    fail["on"] = False
+    out = app.invoke(None, thread_id=thread_id)
+    assert out["log"] == ["good", "flaky"]
+    assert calls == {"good": 1, "flaky": 2}
+    # the final state equals an uninterrupted run
+    fresh = g.compile(checkpointer=checkpointer).invoke({"n": 0}, thread_id=thread_id + "x")
+    assert fresh == out
+
+
+def test_last_good_checkpoint_stays_loadable_after_an_error(checkpointer, thread_id):
+    g = StateGraph(S)
+    g.add_node("ok", lambda s: {"n": 5})
+    g.add_node("bad", lambda s: 42)
+    g.add_edge(START, "ok")
+    g.add_edge("ok", "bad")
+    app = g.compile(checkpointer=checkpointer)
+    with pytest.raises(Exception, match="bad"):
+        app.invoke({"n": 0}, thread_id=thread_id)
+    snap = app.get_state(thread_id=thread_id)
+    assert snap.values["n"] == 5
+    assert snap.next == ("bad",)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_durability_modes_give_the_same_result(checkpointer, thread_id, durability):
+    app = counter_graph().compile(checkpointer=checkpointer, durability=durability)
+    assert app.invoke({"n": 1}, thread_id=thread_id)["n"] == 4
+    assert app.get_state(thread_id=thread_id).values["n"] == 4
+    steps = [h.metadata["step"] for h in app.get_state_history(thread_id=thread_id)]
+    assert steps == ([1] if durability == "exit" else [1, 0, -1])
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_interrupt_resume_under_each_durability(checkpointer, thread_id, durability):
+    app = approval_graph([]).compile(checkpointer=checkpointer, durability=durability)
+    assert "__interrupt__" in app.invoke({"request": "x"}, thread_id=thread_id)
+    assert app.invoke(Command(resume="y"), thread_id=thread_id)["log"] == ["asked", "act:y"]

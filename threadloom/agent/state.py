@@ -1,0 +1,247 @@
+"""The live ``State`` agent hooks read and write (Haystack's ``State``).
+
+A ``State`` wraps the agent's state dict with a schema of ``{key: {"type": T,
+"handler": fn}}``. ``set`` merges a value through the key's handler: ``merge_lists``
+for list types, ``add_messages`` for ``messages``, ``replace_values`` otherwise.
+``changes()`` returns what hooks set, so the agent can turn it into a graph update.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from threadloom.reducers import add_messages, merge_lists, replace_values
+
+Handler = Callable[[Any, Any], Any]
+"""A state handler: ``handler(current, update) -> new value`` (``current`` may be None)."""
+
+RESERVED_KEYS = frozenset({
+    "messages", "step_count", "token_usage", "tool_call_counts", "exit_reason",
+    "continue_run", "stop_run", "jump_to", "tools", "hook_context", "context_tokens",
+})
+"""State keys the agent owns; a user ``state_schema`` may not redefine them."""
+
+_KNOWN_HANDLERS: dict[str, Handler] = {
+    "merge_lists": merge_lists,
+    "replace_values": replace_values,
+    "add_messages": add_messages,
+}
+_KNOWN_TYPES: dict[str, Any] = {
+    "str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
+    "tuple": tuple, "set": set, "NoneType": type(None), "Any": Any,
+}
+
+
+def _is_list_type(tp: Any) -> bool:
+    return tp is list or typing.get_origin(tp) is list
+
+
+def default_handler(key: str, tp: Any) -> Handler:
+    """The handler a schema entry gets when it names none.
+
+    ``add_messages`` for ``messages``; ``merge_lists`` for ``list`` / ``list[T]``;
+    ``replace_values`` for anything else (as Haystack).
+    """
+    if key == "messages":
+        return add_messages
+    return merge_lists if _is_list_type(tp) else replace_values
+
+
+def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    if not isinstance(schema, Mapping):
+        raise TypeError(f"State schema must be a dict, got {type(schema).__name__}")
+    result: dict[str, dict[str, Any]] = {}
+    for key, entry in schema.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"State schema keys must be non-empty strings, got {key!r}")
+        if not isinstance(entry, Mapping) or "type" not in entry:
+            raise ValueError(f"State schema entry {key!r} must be a dict with a 'type' key")
+        unknown = set(entry) - {"type", "handler"}
+        if unknown:
+            raise ValueError(f"State schema entry {key!r} has unknown field(s) {sorted(unknown)}")
+        handler = entry.get("handler") or default_handler(key, entry["type"])
+        if not callable(handler):
+            raise ValueError(f"State schema entry {key!r}: handler {handler!r} is not callable")
+        result[key] = {"type": entry["type"], "handler": handler}
+    if "messages" not in result:
+        result["messages"] = {"type": list, "handler": add_messages}
+    return result
+
+
+class State:
+    """The agent state as hooks see it: read, write through handlers, record changes.
+
+    As Haystack's ``State``: ``State(schema, data)`` with ``get``, ``set``, ``has``,
+    ``data``, ``to_dict``/``from_dict``. A ``messages`` entry (handler ``add_messages``)
+    is added when the schema lacks one.
+
+    Args:
+        schema: ``{key: {"type": T, "handler": fn}}``; ``handler`` is optional (see
+            ``default_handler``).
+        data: initial values, stored as given (not merged, not recorded as changes).
+
+    Raises:
+        ValueError: a malformed schema entry, or ``data`` naming a key outside the schema.
+    """
+
+    __slots__ = ("_changed", "_data", "_schema")
+
+    def __init__(self, schema: Mapping[str, Any], data: Mapping[str, Any] | None = None) -> None:
+        self._schema = _normalize_schema(schema)
+        self._data: dict[str, Any] = {}
+        self._changed: dict[str, None] = {}
+        for key, value in (data or {}).items():
+            self._require_key(key)
+            self._data[key] = value
+
+    def _require_key(self, key: str) -> None:
+        if key not in self._schema:
+            raise ValueError(
+                f"State has no key {key!r}; schema keys: {', '.join(sorted(self._schema))}")
+
+    @property
+    def schema(self) -> dict[str, dict[str, Any]]:
+        """The normalized schema: every entry has ``type`` and ``handler``."""
+        return self._schema
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The live dict of values (mutating it in place is not recorded by ``changes``)."""
+        return self._data
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Return the value of ``key``, or ``default`` when it has none."""
+        return self._data.get(key, default)
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` has a value."""
+        return key in self._data
+
+    def set(self, key: str, value: Any, handler_override: Handler | None = None) -> None:
+        """Merge ``value`` into ``key`` through its handler, and record the change.
+
+        Args:
+            key: a schema key.
+            value: the update; e.g. a list is appended by ``merge_lists``.
+            handler_override: a handler used this time instead of the schema's (e.g.
+                ``replace_values`` to overwrite a list).
+
+        Raises:
+            ValueError: ``key`` is not in the schema.
+        """
+        self._require_key(key)
+        handler = handler_override or self._schema[key]["handler"]
+        self._data[key] = handler(self._data.get(key), value)
+        self._changed[key] = None
+
+    def changes(self) -> dict[str, Any]:
+        """The current values of every key ``set`` since creation, in first-set order."""
+        return {key: self._data[key] for key in self._changed}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict: ``{"schema": {key: {"type", "handler"}}, "data": ...}``.
+
+        Types are stored by name (``list[int]`` as ``"list"``), handlers by name; data goes
+        through the checkpoint codec (``threadloom.checkpoint.serde``), so messages,
+        datetimes and registered models survive.
+
+        Raises:
+            SerializationError: a value the codec refuses.
+        """
+        from threadloom.checkpoint.serde import dumps
+
+        schema = {key: {"type": _type_name(e["type"]), "handler": _handler_name(e["handler"])}
+                  for key, e in self._schema.items()}
+        return {"schema": schema, "data": json.loads(dumps(self._data, path="state"))}
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], *, schema: Mapping[str, Any] | None = None
+    ) -> State:
+        """Rebuild a ``State`` written by ``to_dict``.
+
+        Stored handler names are resolved only among ``merge_lists``, ``replace_values``
+        and ``add_messages``, and types only among builtins: nothing named by the data is
+        imported. Pass ``schema`` to restore custom handlers or exact types.
+
+        Raises:
+            ValueError: an unknown handler name (and no ``schema`` given).
+            SerializationError: the data holds a type the codec refuses.
+        """
+        from threadloom.checkpoint.serde import loads
+
+        if schema is None:
+            schema = {key: _entry_from_dict(key, e) for key, e in data["schema"].items()}
+        return cls(schema, loads(json.dumps(data.get("data", {}))))
+
+    def __copy__(self) -> State:
+        return State(self._schema, dict(self._data))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> State:
+        return State(self._schema, copy.deepcopy(self._data, memo))
+
+    def __repr__(self) -> str:
+        return f"State(keys={sorted(self._data)}, changed={list(self._changed)})"
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp) or tp
+    name = getattr(origin, "__name__", None) or getattr(origin, "_name", None)
+    return name if name in _KNOWN_TYPES else "Any"
+
+
+def _handler_name(handler: Handler) -> str:
+    for name, known in _KNOWN_HANDLERS.items():
+        if handler is known:
+            return name
+    module = getattr(handler, "__module__", "?")
+    return f"{module}.{getattr(handler, '__qualname__', repr(handler))}"
+
+
+def _entry_from_dict(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    handler_name = entry.get("handler")
+    if handler_name is not None and handler_name not in _KNOWN_HANDLERS:
+        raise ValueError(
+            f"State.from_dict: key {key!r} has custom handler {handler_name!r}; pass "
+            "schema= to restore it (stored data never names code to import)")
+    result: dict[str, Any] = {"type": _KNOWN_TYPES.get(str(entry.get("type")), Any)}
+    if handler_name is not None:
+        result["handler"] = _KNOWN_HANDLERS[handler_name]
+    return result
+
+
+def validate_user_schema(schema: Any, *, inherited: Mapping[str, Any] | None = None) -> None:
+    """Refuse a user ``state_schema`` that redefines a reserved key.
+
+    Args:
+        schema: a Haystack-style dict ``{key: {"type": T, ...}}``, or a TypedDict,
+            dataclass or pydantic class (its annotations are read).
+        inherited: annotations of ``AgentState``; a reserved key whose type is exactly
+            the inherited one (a subclass of ``AgentState``) is accepted.
+
+    Raises:
+        ValueError: naming the first reserved key redefined.
+    """
+    if isinstance(schema, Mapping):
+        declared = {k: (v.get("type") if isinstance(v, Mapping) else v) for k, v in schema.items()}
+    elif isinstance(schema, type):
+        declared = {}
+        for klass in reversed(schema.__mro__):
+            declared.update(getattr(klass, "__annotations__", {}) or {})
+    else:
+        raise TypeError(f"state_schema must be a dict or a class, got {type(schema).__name__}")
+    inherited = inherited or {}
+    for key in sorted(declared):
+        if key in RESERVED_KEYS and not (key in inherited and declared[key] == inherited[key]):
+            raise ValueError(
+                f"state_schema redefines reserved key {key!r}; reserved keys: "
+                f"{', '.join(sorted(RESERVED_KEYS))}")
+
+
+__all__ = [
+    "RESERVED_KEYS", "Handler", "State", "default_handler", "validate_user_schema",
+]

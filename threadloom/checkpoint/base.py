@@ -1,0 +1,272 @@
+"""The checkpointer contract every backend implements.
+
+A checkpointer stores, per ``(thread_id, checkpoint_ns)``, an ordered chain of
+checkpoints. A checkpoint is a plain dict (``Checkpoint``) holding the state's channel
+values and versions plus what the scheduler must run next; each has an id that sorts by
+time, a parent id and metadata (``step``, ``source``, ``writes``, ``parents``).
+Pending writes are the writes of tasks that finished in a super-step whose checkpoint
+was not yet saved (a sibling failed or interrupted); on resume they are applied instead
+of running those tasks again.
+
+The shapes mirror LangGraph's ``BaseCheckpointSaver`` so its users find their way:
+``get_tuple``, ``list``, ``put``, ``put_writes``, ``delete_thread`` and the ``a``-prefixed
+async twins. Backends implement the sync methods; the async ones default to running the
+sync method in a worker thread so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypedDict
+
+from threadloom.engine.errors import CheckpointError
+
+CHECKPOINT_FORMAT = 1
+
+# Channels of pending writes that are not state keys.
+ERROR = "__error__"
+INTERRUPT = "__interrupt__"
+RESUME = "__resume__"
+SCHEDULED = "__scheduled__"
+SPECIAL_WRITE_CHANNELS = frozenset({ERROR, INTERRUPT, RESUME, SCHEDULED})
+
+
+class Checkpoint(TypedDict):
+    """One saved super-step.
+
+    Keys:
+        v: format version (``CHECKPOINT_FORMAT``).
+        id: time-sortable id (see ``new_checkpoint_id``).
+        ts: ISO-8601 UTC timestamp.
+        channel_values: state key -> value (only keys that hold a value).
+        channel_versions: state key -> int version; bumped on every write.
+        versions_seen: node -> {channel: version} it last ran against (bookkeeping kept
+            for introspection; the scheduler routes from ``next``).
+        next: the tasks to run in the next super-step: node names, or
+            ``{"node": name, "arg": value}`` for ``Send`` packets.
+        barriers: join target -> sorted list of sources already finished.
+    """
+
+    v: int
+    id: str
+    ts: str
+    channel_values: dict[str, Any]
+    channel_versions: dict[str, int]
+    versions_seen: dict[str, dict[str, int]]
+    next: list[Any]
+    barriers: dict[str, list[str]]
+
+
+class PendingWrite(NamedTuple):
+    """A write of one task, saved before its super-step's checkpoint."""
+
+    task_id: str
+    channel: str
+    value: Any
+
+
+class CheckpointTuple(NamedTuple):
+    """A checkpoint with its config, metadata, parent and pending writes."""
+
+    config: dict[str, Any]
+    checkpoint: Checkpoint
+    metadata: dict[str, Any]
+    parent_config: dict[str, Any] | None = None
+    pending_writes: list[PendingWrite] = []
+
+
+_id_lock = threading.Lock()
+_last_id = [0]
+
+
+def new_checkpoint_id() -> str:
+    """A new checkpoint id: 32 hex chars whose order is creation order in this process.
+
+    The first 16 are the time in nanoseconds (strictly increasing, even within one
+    clock tick); the last 16 are random, so ids from different processes never clash.
+    """
+    now = time.time_ns()
+    with _id_lock:
+        now = max(now, _last_id[0] + 1)
+        _last_id[0] = now
+    return f"{now:016x}{os.urandom(8).hex()}"
+
+
+def thread_config(config: Mapping[str, Any] | None) -> tuple[str, str, str | None]:
+    """Read ``(thread_id, checkpoint_ns, checkpoint_id)`` from a run config.
+
+    Raises:
+        CheckpointError: when ``thread_id`` is missing or not a string.
+    """
+    conf = (config or {}).get("configurable") or {}
+    thread_id = conf.get("thread_id")
+    if thread_id is None:
+        raise CheckpointError(
+            "this graph has a checkpointer, so every run needs a thread id: pass "
+            "thread_id='...' or config={'configurable': {'thread_id': '...'}}"
+        )
+    if not isinstance(thread_id, str):
+        thread_id = str(thread_id)
+    return thread_id, conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
+
+
+def make_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> dict[str, Any]:
+    """The config that names one checkpoint."""
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+class BaseCheckpointer:
+    """Base class of the checkpointers (memory, SQLite, PostgreSQL).
+
+    Subclasses implement the sync methods below; the async twins run them in a worker
+    thread unless a subclass overrides them with native async I/O.
+    """
+
+    # -- required -------------------------------------------------------------------------
+
+    def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (its ``checkpoint_id``), or the thread's latest.
+
+        Returns None when the thread (or the named checkpoint) does not exist.
+        """
+        raise NotImplementedError
+
+    def list(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints of a thread (and namespace, when the config gives one), newest first.
+
+        Args:
+            config: names the thread; ``None`` lists every thread.
+            filter: metadata key -> value that each result's metadata must equal.
+            before: only checkpoints older than the one this config names.
+            limit: at most this many results.
+        """
+        raise NotImplementedError
+
+    def put(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Checkpoint,
+        metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """Save ``checkpoint`` as the child of the checkpoint ``config`` names.
+
+        Args:
+            config: names the thread, namespace and parent checkpoint (may lack an id).
+            checkpoint: the checkpoint to save.
+            metadata: ``step``, ``source`` and friends.
+            new_versions: the channels whose value changed since the parent, with their
+                new versions; only those need storing.
+
+        Returns:
+            The config naming the saved checkpoint.
+        """
+        raise NotImplementedError
+
+    def put_writes(
+        self,
+        config: Mapping[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+    ) -> None:
+        """Save the writes of task ``task_id`` against the checkpoint ``config`` names.
+
+        Idempotent: saving the same task's writes again replaces nothing already there
+        (special channels such as ``__error__`` are overwritten).
+        """
+        raise NotImplementedError
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of a thread, in every namespace."""
+        raise NotImplementedError
+
+    # -- optional, with defaults ----------------------------------------------------------
+
+    def list_threads(self) -> list[str]:
+        """Every thread id that has at least one checkpoint, sorted."""
+        return sorted({t.config["configurable"]["thread_id"] for t in self.list(None)})
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        """Keep only the ``keep_last`` newest checkpoints of each namespace of a thread.
+
+        A checkpoint that a pending interrupt needs is always kept.
+
+        Returns:
+            How many checkpoints were deleted.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections and files. The checkpointer cannot be used afterwards."""
+
+    # -- async twins ----------------------------------------------------------------------
+
+    async def aget_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+        """Async ``get_tuple``."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async ``list``."""
+        items = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in items:
+            yield item
+
+    async def aput(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Checkpoint,
+        metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """Async ``put``."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str
+    ) -> None:
+        """Async ``put_writes``."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async ``delete_thread``."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def aprune(self, thread_id: str, *, keep_last: int) -> int:
+        """Async ``prune``."""
+        return await asyncio.to_thread(self.prune, thread_id, keep_last=keep_last)
+
+    async def aclose(self) -> None:
+        """Async ``close``."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> BaseCheckpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

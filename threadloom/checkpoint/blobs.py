@@ -1,0 +1,315 @@
+"""Channel blobs: what every backend stores per channel version, and how lists become deltas.
+
+A checkpoint does not hold its channel values; it holds ``refs``: channel -> blob id. A
+blob id is ``"<version>.<checkpoint id that wrote it>"``, so two forks that both reach
+version 5 of a channel write two different blobs and can never mix. Only the channels in
+``new_versions`` get a new blob; the others keep the parent's ref.
+
+A list value is stored as a *delta* when it starts with exactly the same item objects
+(``is``) as the value this process last stored or loaded for that channel: only the
+appended tail is written, with a pointer to the base blob. Otherwise, and whenever the
+items stored in deltas since the last snapshot reach the snapshot's own length, a full
+snapshot is written. Snapshots therefore at least double in length, so a thread's total
+bytes stay linear in what was appended (LangGraph's savers rewrite the whole list each
+step: quadratic). Loading concatenates from the nearest snapshot, or from a cached
+decoded ancestor, so a second load in the same process costs only the new tail.
+
+Caveat, as with every engine in this family: state values must be replaced, not mutated
+in place. Items of a list value are shared between the in-process cache and the values
+handed out (lists themselves are copied).
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+from threadloom.checkpoint.serde import Codec
+from threadloom.engine.errors import CheckpointError, SerializationError
+
+
+class BlobRow(NamedTuple):
+    """One stored channel value (or list tail).
+
+    Fields:
+        base: blob id of the value this delta appends to; None for a snapshot.
+        snap: blob id of the chain's snapshot (its own id for a snapshot).
+        n: length of the full list value; -1 when the value is not a list.
+        chain: items stored in deltas since ``snap``, this one included (0 for snapshots).
+        data: codec bytes: the whole value (snapshot) or the appended tail (delta).
+    """
+
+    base: str | None
+    snap: str
+    n: int
+    chain: int
+    data: bytes
+
+
+class BlobReader(Protocol):
+    """What the layer needs from a backend to load blobs of one ``(thread, ns)``."""
+
+    def fetch_blobs(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], BlobRow]:
+        """Rows for ``(channel, blob id)`` keys; missing keys are absent."""
+        ...
+
+    def fetch_chain(self, channel: str, snap: str) -> dict[str, BlobRow]:
+        """Every row of ``channel`` whose chain starts at snapshot ``snap``, by blob id."""
+        ...
+
+
+class _Tip(NamedTuple):
+    bid: str
+    items: list[Any]
+    snap: str
+    chain: int
+
+
+class NewBlob(NamedTuple):
+    """A blob to insert, with what the caches learn once it is committed."""
+
+    channel: str
+    bid: str
+    row: BlobRow
+    value: Any
+
+
+class LRU:
+    """A small least-recently-used map (callers hold their own lock)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        value = self.data.get(key)
+        if value is not None:
+            self.data.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        if self.size <= 0:
+            return
+        self.data[key] = value
+        self.data.move_to_end(key)
+        while len(self.data) > self.size:
+            self.data.popitem(last=False)
+
+    def drop_thread(self, thread_id: str) -> None:
+        for key in [k for k in list(self.data) if k[0] == thread_id]:
+            self.data.pop(key, None)
+
+
+class BlobLayer:
+    """Encodes changed channels into blob rows and rebuilds values from them.
+
+    Args:
+        codec: the codec blobs are written with.
+        cache_size: how many decoded list values (and per-channel delta tips) to keep in
+            this process; 0 disables deltas and caching (every write is a snapshot).
+    """
+
+    def __init__(self, codec: Codec, cache_size: int = 256) -> None:
+        self.codec = codec
+        self.cache_size = cache_size
+        self._values = LRU(cache_size)
+        self._tips = LRU(cache_size)
+        self._lock = threading.Lock()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def encode(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint: Mapping[str, Any],
+        new_versions: Mapping[str, Any],
+        parent_refs: Mapping[str, str],
+    ) -> tuple[dict[str, str], list[NewBlob]]:
+        """Blob refs for every channel with a value, and the new blobs to insert.
+
+        Raises:
+            SerializationError: a value the codec cannot store (path names the channel).
+        """
+        values = checkpoint["channel_values"]
+        versions = checkpoint.get("channel_versions", {})
+        refs: dict[str, str] = {}
+        new: list[NewBlob] = []
+        for channel, value in values.items():
+            if channel not in new_versions and channel in parent_refs:
+                refs[channel] = parent_refs[channel]
+                continue
+            version = new_versions.get(channel, versions.get(channel, 0))
+            bid = f"{version}.{checkpoint['id']}"
+            refs[channel] = bid
+            row = self._encode_value(thread_id, ns, channel, bid, value)
+            new.append(NewBlob(channel, bid, row, value))
+        return refs, new
+
+    def snapshot(self, blob: NewBlob) -> NewBlob:
+        """The same blob written as a full snapshot (when a delta's base has vanished)."""
+        value = blob.value
+        n = len(value) if type(value) is list else -1
+        data = self.codec.dumps(value, path=f"channel_values.{blob.channel}")
+        return blob._replace(row=BlobRow(None, blob.bid, n, 0, data))
+
+    def _encode_value(self, thread_id: str, ns: str, channel: str, bid: str, value: Any) -> BlobRow:
+        path = f"channel_values.{channel}"
+        if type(value) is not list:
+            return BlobRow(None, bid, -1, 0, self.codec.dumps(value, path=path))
+        with self._lock:
+            tip: _Tip | None = self._tips.get((thread_id, ns, channel))
+        if tip is not None and len(value) >= len(tip.items):
+            base_len = len(tip.items)
+            if all(map(operator.is_, tip.items, value)):
+                tail = value[base_len:]
+                chain = tip.chain + len(tail)
+                if chain < base_len - tip.chain:  # still shorter than the snapshot
+                    try:
+                        data = self.codec.dumps(tail, path=path)
+                    except SerializationError:
+                        self.codec.dumps(value, path=path)  # re-raise with the right index
+                        raise
+                    return BlobRow(tip.bid, tip.snap, len(value), chain, data)
+        return BlobRow(None, bid, len(value), 0, self.codec.dumps(value, path=path))
+
+    def committed(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
+        """Record blobs that are now durably stored (their values become delta bases)."""
+        with self._lock:
+            for b in blobs:
+                key = (thread_id, ns, b.channel)
+                if b.row.n < 0:
+                    self._tips.data.pop(key, None)
+                    continue
+                tip = _Tip(b.bid, list(b.value), b.row.snap, b.row.chain)
+                self._tips.put(key, tip)
+                self._values.put((thread_id, ns, b.channel, b.bid), tip)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop every cached value and tip of a deleted thread."""
+        with self._lock:
+            self._values.drop_thread(thread_id)
+            self._tips.drop_thread(thread_id)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def decode(
+        self,
+        thread_id: str,
+        ns: str,
+        refs: Mapping[str, str],
+        reader: BlobReader,
+        *,
+        seed: bool = False,
+    ) -> dict[str, Any]:
+        """Rebuild the channel values a checkpoint's ``refs`` name.
+
+        Args:
+            seed: make the loaded list values this process's delta bases (set when
+                loading a thread's latest checkpoint, which the next write extends).
+
+        Raises:
+            CheckpointError: a referenced blob is missing (the store was edited or pruned
+                by hand).
+            SerializationError: a blob the codec refuses.
+        """
+        out: dict[str, Any] = {}
+        tips: dict[str, _Tip] = {}
+        missing: list[tuple[str, str]] = []
+        with self._lock:
+            for channel, bid in refs.items():
+                hit = self._values.get((thread_id, ns, channel, bid))
+                if hit is not None:
+                    tips[channel] = hit
+                else:
+                    missing.append((channel, bid))
+        rows = reader.fetch_blobs(missing) if missing else {}
+        for channel, bid in missing:
+            row = rows.get((channel, bid))
+            if row is None:
+                raise CheckpointError(
+                    f"blob {bid!r} of channel {channel!r} (thread {thread_id!r}) is missing"
+                )
+            value = self._build(thread_id, ns, channel, bid, row, reader)
+            if row.n < 0:
+                out[channel] = value
+            else:
+                tips[channel] = _Tip(bid, value, row.snap, row.chain)
+        with self._lock:
+            for channel, tip in tips.items():
+                out[channel] = list(tip.items)
+                if seed:
+                    self._tips.put((thread_id, ns, channel), tip)
+        return out
+
+    def _build(
+        self, thread_id: str, ns: str, channel: str, bid: str, row: BlobRow, reader: BlobReader
+    ) -> Any:
+        loads = self.codec.loads
+        parts: list[bytes] = []
+        chain: dict[str, BlobRow] | None = None
+        cur_bid, cur = bid, row
+        base: _Tip | None = None
+        while cur.base is not None:
+            parts.append(cur.data)
+            with self._lock:
+                base = self._values.get((thread_id, ns, channel, cur.base))
+            if base is not None:
+                break
+            if chain is None:
+                chain = reader.fetch_chain(channel, cur.snap)
+            nxt = chain.get(cur.base)
+            if nxt is None:
+                raise CheckpointError(
+                    f"delta base {cur.base!r} of channel {channel!r} (thread {thread_id!r}) "
+                    "is missing"
+                )
+            cur_bid, cur = cur.base, nxt
+        if base is None:
+            value = loads(cur.data)
+            if cur.n < 0:
+                return value
+            if type(value) is not list:
+                raise CheckpointError(f"list blob {cur_bid!r} of {channel!r} is not a list")
+            base = self._remember(thread_id, ns, channel, _Tip(cur_bid, value, cur.snap, 0))
+            if not parts:
+                return value
+        value = list(base.items)
+        for data in reversed(parts):
+            tail = loads(data)
+            if type(tail) is not list:
+                raise CheckpointError(f"delta of channel {channel!r} is not a list")
+            value.extend(tail)
+        self._remember(thread_id, ns, channel, _Tip(bid, value, row.snap, row.chain))
+        return value
+
+    def _remember(self, thread_id: str, ns: str, channel: str, tip: _Tip) -> _Tip:
+        with self._lock:
+            self._values.put((thread_id, ns, channel, tip.bid), tip)
+        return tip
+
+
+def reachable_blobs(
+    refs_of_kept: list[Mapping[str, str]],
+    index: Mapping[tuple[str, str], str | None],
+) -> set[tuple[str, str]]:
+    """The ``(channel, blob id)`` keys kept checkpoints need, delta bases included.
+
+    Args:
+        refs_of_kept: the ``refs`` of every checkpoint that stays.
+        index: ``(channel, blob id) -> base blob id`` for every stored blob of the
+            ``(thread, ns)``.
+    """
+    keep: set[tuple[str, str]] = set()
+    for refs in refs_of_kept:
+        for channel, bid in refs.items():
+            key: tuple[str, str] | None = (channel, bid)
+            while key is not None and key not in keep:
+                keep.add(key)
+                base = index.get(key)
+                key = (channel, base) if base is not None else None
+    return keep
+

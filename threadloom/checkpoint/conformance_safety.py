@@ -1,0 +1,210 @@
+"""Conformance checks for the codec through a backend: types survive a new instance,
+unsupported values fail at write time, forged rows are refused, SQL payloads are inert.
+
+Part of ``conformance.CHECKS``; see that module for how to run them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import os
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, TypedDict
+
+from pydantic import BaseModel
+
+from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.conformance import (
+    Backend,
+    ConformanceError,
+    Writer,
+    cfg,
+    expect,
+    values_at,
+)
+from threadloom.checkpoint.serde import Codec
+from threadloom.engine.errors import SerializationError
+
+
+class Color(enum.Enum):
+    """Sample enum (H26)."""
+
+    RED = "red"
+    BLUE = "blue"
+
+
+class Mode(enum.StrEnum):
+    """Sample StrEnum (H26: came back as plain ``str`` in LangGraph)."""
+
+    FAST = "fast"
+
+
+class Level(enum.IntEnum):
+    """Sample IntEnum."""
+
+    HIGH = 3
+
+
+class Item(BaseModel):
+    """Sample pydantic model with typed fields (H26)."""
+
+    when: dt.datetime
+    color: Color
+    tags: list[str]
+
+
+@dataclass
+class Point:
+    """Sample dataclass."""
+
+    x: int
+    y: float
+
+
+class SampleState(TypedDict):
+    """A state schema naming the sample types, as the engine would register it."""
+
+    mode: Mode
+    item: Item
+    level: Level | None
+    points: Annotated[list[Point], "reduced"]
+
+
+def sample_values() -> dict[str, Any]:
+    """One value of every type the codec supports."""
+    from threadloom.messages import AIMessage, HumanMessage, ToolMessage
+
+    ist = dt.timezone(dt.timedelta(hours=5, minutes=30))
+    return {
+        "mode": Mode.FAST,
+        "item": Item(when=dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC), color=Color.RED, tags=[]),
+        "level": Level.HIGH,
+        "points": [Point(1, 2.5)],
+        "at": dt.datetime(2026, 11, 30, 12, 0, tzinfo=ist),
+        "naive": dt.datetime(2026, 1, 2, 3, 4, 5, 6),
+        "d": dt.date(2026, 11, 30),
+        "t": dt.time(23, 59, 1, 5),
+        "td": dt.timedelta(days=2, seconds=5, microseconds=7),
+        "u": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "dec": Decimal("3.14159265358979323846"),
+        "raw": b"\x00\xffbytes",
+        "s": {3, 1, 2},
+        "fs": frozenset({"a", "b"}),
+        "tup": (1, ("nested", 2.0)),
+        "text": "lone \ud800 surrogate and emoji \U0001f600",
+        "int_keys": {1: "one", 2: "two"},
+        "tag_key": {"__tl__": "model", "c": "os.system"},
+        "messages": [
+            HumanMessage("hi", id="h1"),
+            AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {"q": 1}, "id": "c1"}]),
+            ToolMessage("ok", tool_call_id="c1", id="t1"),
+        ],
+    }
+
+
+def check_codec_round_trip(b: Backend) -> None:
+    """H26: every supported type comes back with its exact type in a NEW instance."""
+    codec = Codec()
+    codec.register_from_annotation(SampleState)
+    cp = b.make(codec=codec)
+    values = sample_values()
+    Writer(cp, "t1").put(**values)
+    fresh = Codec()
+    fresh.register_from_annotation(SampleState)
+    cp2 = b.reopen(cp, fresh)
+    got = values_at(cp2, cfg("t1"))
+    for key, want in values.items():
+        expect(got[key] == want, f"{key}: {got[key]!r} != {want!r}")
+        expect(type(got[key]) is type(want), f"{key}: type {type(got[key])} != {type(want)}")
+    expect(got["item"].color is Color.RED, "item.color is not Color.RED")
+    expect(got["at"].utcoffset() == dt.timedelta(hours=5, minutes=30), "UTC offset lost")
+    expect(type(got["messages"][1]).__name__ == "AIMessage", "message type lost")
+
+
+def check_unsupported_type(b: Backend) -> None:
+    """An unsupported value fails at write time naming the path and type; nothing is stored."""
+    cp = b.make()
+    w = Writer(cp, "t1")
+    good = w.put(items=[1])
+    try:
+        w.put(items=[1, 2, {"when": object()}])
+    except SerializationError as exc:
+        expect(exc.path == "channel_values.items[2].when", f"path {exc.path!r}")
+        expect(exc.type_name == "builtins.object", f"type {exc.type_name!r}")
+    else:
+        raise ConformanceError("an object() was stored")
+    expect(cp.get_tuple(cfg("t1")).config == good, "a failed put left a checkpoint")  # type: ignore[union-attr]
+
+
+def _forged(sentinel: str) -> list[bytes]:
+    cmd = f"touch {sentinel}"
+    return [
+        b'{"__tl__":"model","c":"os.system","v":{"command":"%s"}}' % cmd.encode(),
+        b'{"__tl__":"dc","c":"subprocess.Popen","v":{"args":["touch","%s"]}}' % sentinel.encode(),
+        b'{"__tl__":"enum","c":"builtins.eval","v":"__import__(\'os\')"}',
+        b'{"__tl__":"import","v":"os.system"}',
+        b'{"__tl__":"model","c":"threadloom.checkpoint.serde.Codec","v":{}}',
+    ]
+
+
+def check_forged_rows(b: Backend) -> None:
+    """A stored blob edited to name os.system/subprocess.Popen/any class is refused."""
+    cp = b.make()
+    Writer(cp, "t1").put(x="safe")
+    sentinel = os.path.join(tempfile.mkdtemp(), "pwned")
+    modules = set(sys.modules)
+    for data in _forged(sentinel):
+        with cp._tx(True) as tx:
+            keys = list(tx.blob_index("t1", ""))
+            tx.delete_blobs("t1", "", keys)
+            rows = [NewBlob(ch, bid, BlobRow(None, bid, -1, 0, data), None) for ch, bid in keys]
+            tx.insert_blobs("t1", "", rows)
+        cp2 = b.reopen(cp, Codec())
+        try:
+            cp2.get_tuple(cfg("t1"))
+            raise ConformanceError(f"forged blob {data!r} loaded")
+        except SerializationError:
+            pass
+    expect(not os.path.exists(sentinel), "a forged blob ran code")
+    new = {m for m in set(sys.modules) - modules if m.split(".")[0] in ("subprocess", "os")}
+    expect(not new, f"loading imported {new}")
+
+
+INJECTION = [
+    "'; DROP TABLE tl_checkpoints; --",
+    "\" OR 1=1 --",
+    "x') OR ('1'='1",
+    "%s%s%s",
+    "?",
+    "\x00nul",
+    "tl_blobs; DELETE FROM tl_blobs",
+]
+
+
+def check_injection(b: Backend) -> None:
+    """SQL payloads in every query argument are stored and matched as plain data."""
+    cp = b.make()
+    Writer(cp, "keep").put(x=1)
+    for payload in INJECTION:
+        safe = payload.replace("\x00", "")
+        w = Writer(cp, safe, ns=safe)
+        c = w.put(**{safe: safe})
+        cp.put_writes(c, [(safe, safe)], safe)
+        got = cp.get_tuple(c)
+        expect(got is not None and got.checkpoint["channel_values"] == {safe: safe}, payload)
+        expect(list(cp.list(cfg(safe, safe), filter={safe: safe})) == [], "filter key matched")
+        expect(got.pending_writes[0].value == safe, "write payload")  # type: ignore[union-attr]
+        cp.get_tuple(cfg(safe, safe, checkpoint_id=safe))
+        list(cp.list(cfg(safe, safe), before=cfg(safe, safe, checkpoint_id=safe)))
+        cp.prune(safe, keep_last=1)
+        cp.delete_thread(safe)
+    expect(cp.list_threads() == ["keep"], f"threads after payloads: {cp.list_threads()}")
+    expect(values_at(cp, cfg("keep")) == {"x": 1}, "data damaged by payloads")
+
+
+SAFETY_CHECKS = [check_codec_round_trip, check_unsupported_type, check_forged_rows, check_injection]

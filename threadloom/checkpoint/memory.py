@@ -1,0 +1,211 @@
+"""``InMemoryCheckpointer``: checkpoints kept in this process, as codec bytes.
+
+As LangGraph's ``InMemorySaver``, but values are stored serialized by the closed codec
+(so mutating a state object after a step cannot rewrite history, and every value that
+works here also works in SQLite and PostgreSQL), lists are stored as deltas, and it has
+the same retention (``prune``, ``keep_latest``, TTL) and leases as the durable backends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.serde import Codec
+from threadloom.checkpoint.stored import CkRow, Lease, StoredCheckpointer
+
+
+class _Ns:
+    """One ``(thread, namespace)``: checkpoints in id order, blobs and pending writes."""
+
+    __slots__ = ("checkpoints", "blobs", "writes", "sorted")
+
+    def __init__(self) -> None:
+        # checkpoint id -> (parent id, record, metadata)
+        self.checkpoints: dict[str, tuple[str | None, bytes, bytes]] = {}
+        self.blobs: dict[tuple[str, str], BlobRow] = {}
+        self.writes: dict[str, dict[tuple[str, int], tuple[str, bytes]]] = {}
+        self.sorted = True
+
+
+class _MemoryTx:
+    """The storage primitives of ``stored.Tx`` over plain dicts (caller holds the lock)."""
+
+    def __init__(self, store: InMemoryCheckpointer) -> None:
+        self.s = store
+
+    def _ns(self, thread_id: str, ns: str) -> _Ns | None:
+        spaces = self.s._data.get(thread_id)
+        return spaces.get(ns) if spaces else None
+
+    def _ns_create(self, thread_id: str, ns: str) -> _Ns:
+        spaces = self.s._data.setdefault(thread_id, {})
+        space = spaces.get(ns)
+        if space is None:
+            space = spaces[ns] = _Ns()
+        return space
+
+    @staticmethod
+    def _ordered(space: _Ns) -> dict[str, tuple[str | None, bytes, bytes]]:
+        if not space.sorted:
+            space.checkpoints = dict(sorted(space.checkpoints.items()))
+            space.sorted = True
+        return space.checkpoints
+
+    def checkpoint_row(self, thread_id: str, ns: str, cid: str | None) -> CkRow | None:
+        space = self._ns(thread_id, ns)
+        if space is None or not space.checkpoints:
+            return None
+        cks = self._ordered(space)
+        if cid is None:
+            cid = next(reversed(cks))
+        found = cks.get(cid)
+        return None if found is None else CkRow(thread_id, ns, cid, *found)
+
+    def checkpoint_rows(
+        self, thread_id: str | None, ns: str | None, before: str | None, limit: int | None
+    ) -> list[CkRow]:
+        threads = [thread_id] if thread_id is not None else sorted(self.s._data)
+        rows: list[CkRow] = []
+        for t in threads:
+            for name, space in sorted(self.s._data.get(t, {}).items()):
+                if ns is not None and name != ns:
+                    continue
+                for cid, found in reversed(self._ordered(space).items()):
+                    if before is None or cid < before:
+                        rows.append(CkRow(t, name, cid, *found))
+        rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
+        return rows if limit is None else rows[:limit]
+
+    def count_checkpoints(self, thread_id: str, ns: str) -> int:
+        space = self._ns(thread_id, ns)
+        return len(space.checkpoints) if space else 0
+
+    def insert_checkpoint(self, row: CkRow) -> None:
+        space = self._ns_create(row.thread_id, row.checkpoint_ns)
+        cks = space.checkpoints
+        if cks and space.sorted and row.checkpoint_id < next(reversed(cks)):
+            space.sorted = False
+        cks[row.checkpoint_id] = (row.parent_id, row.record, row.metadata)
+
+    def delete_checkpoints(self, thread_id: str, ns: str, cids: list[str]) -> None:
+        space = self._ns(thread_id, ns)
+        if space is None:
+            return
+        for cid in cids:
+            space.checkpoints.pop(cid, None)
+            space.writes.pop(cid, None)
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        return sorted(self.s._data.get(thread_id, {}))
+
+    def thread_ids(self) -> list[str]:
+        return sorted(
+            t for t, spaces in self.s._data.items() if any(s.checkpoints for s in spaces.values())
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.s._data.pop(thread_id, None)
+        self.s._threads.pop(thread_id, None)
+
+    def blob_exists(self, thread_id: str, ns: str, channel: str, bid: str) -> bool:
+        space = self._ns(thread_id, ns)
+        return space is not None and (channel, bid) in space.blobs
+
+    def fetch_blobs(
+        self, thread_id: str, ns: str, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], BlobRow]:
+        space = self._ns(thread_id, ns)
+        if space is None:
+            return {}
+        return {k: space.blobs[k] for k in keys if k in space.blobs}
+
+    def fetch_chain(self, thread_id: str, ns: str, channel: str, snap: str) -> dict[str, BlobRow]:
+        space = self._ns(thread_id, ns)
+        if space is None:
+            return {}
+        return {b: row for (c, b), row in space.blobs.items() if c == channel and row.snap == snap}
+
+    def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
+        if blobs:
+            space = self._ns_create(thread_id, ns)
+            for b in blobs:
+                space.blobs.setdefault((b.channel, b.bid), b.row)
+
+    def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]:
+        space = self._ns(thread_id, ns)
+        return {k: row.base for k, row in space.blobs.items()} if space else {}
+
+    def delete_blobs(self, thread_id: str, ns: str, keys: list[tuple[str, str]]) -> None:
+        space = self._ns(thread_id, ns)
+        for key in keys if space else ():
+            space.blobs.pop(key, None)  # type: ignore[union-attr]
+
+    def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]:
+        space = self._ns(thread_id, ns)
+        found = space.writes.get(cid) if space else None
+        return [(task, ch, data) for (task, _), (ch, data) in found.items()] if found else []
+
+    def insert_writes(
+        self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
+    ) -> None:
+        slots = self._ns_create(thread_id, ns).writes.setdefault(cid, {})
+        for task_id, idx, channel, data in rows:
+            if idx < 0 or (task_id, idx) not in slots:
+                slots[(task_id, idx)] = (channel, data)
+
+    def get_thread(self, thread_id: str) -> tuple[float | None, float | None] | None:
+        return self.s._threads.get(thread_id)
+
+    def put_thread(self, thread_id: str, ttl: float | None, expires_at: float | None) -> None:
+        self.s._threads[thread_id] = (ttl, expires_at)
+
+    def expired_threads(self, now: float) -> list[str]:
+        return sorted(
+            t for t, (_, exp) in self.s._threads.items() if exp is not None and exp <= now
+        )
+
+    def get_lease(self, thread_id: str) -> Lease | None:
+        return self.s._leases.get(thread_id)
+
+    def put_lease(self, thread_id: str, lease: Lease) -> None:
+        self.s._leases[thread_id] = lease
+
+
+class InMemoryCheckpointer(StoredCheckpointer):
+    """Checkpoints in this process's memory (tests, notebooks, short-lived servers).
+
+    Args:
+        codec: the closed codec (default: a fresh ``Codec()``).
+        keep_latest: keep only this many newest checkpoints per namespace (None: all).
+        ttl_seconds: default thread time-to-live from its last write (None: forever);
+            see ``set_ttl`` and ``sweep``.
+        cache_size: decoded list values kept for O(delta) reloads.
+
+    Thread-safe: one lock guards the store; values are encoded outside it.
+    """
+
+    def __init__(
+        self,
+        *,
+        codec: Codec | None = None,
+        keep_latest: int | None = None,
+        ttl_seconds: float | None = None,
+        cache_size: int = 256,
+    ) -> None:
+        super().__init__(
+            codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
+        )
+        self._data: dict[str, dict[str, _Ns]] = {}
+        self._threads: dict[str, tuple[float | None, float | None]] = {}
+        self._leases: dict[str, Lease] = {}
+        self._lock = threading.RLock()
+        self._txn = _MemoryTx(self)
+
+    @contextmanager
+    def _tx(self, write: bool) -> Iterator[Any]:
+        with self._lock:
+            yield self._txn

@@ -1,0 +1,514 @@
+"""The closed JSON codec every checkpointer stores values with.
+
+``dumps(value) -> bytes`` writes compact UTF-8 JSON; ``loads(data) -> value`` reads it
+back. Plain JSON values (str, int, finite float, bool, None, lists, dicts with str keys)
+are written as themselves. Everything else is written as a tagged envelope
+``{"__tl__": tag, ...}`` and is one of a closed set:
+
+==========  ===========================================================================
+tag         value
+==========  ===========================================================================
+``dt``      ``datetime`` (naive or aware; the UTC offset is kept, a ``ZoneInfo`` key too)
+``d``       ``date``          ``t``   ``time``          ``td``  ``timedelta``
+``uuid``    ``UUID``          ``dec`` ``Decimal``       ``b``   ``bytes`` (base64)
+``f``       non-finite float  ``set`` / ``fset`` / ``tup``: set, frozenset, tuple
+``map``     a dict with non-str keys, or with the key ``"__tl__"`` (escaped as pairs)
+``sur``     a str holding surrogate code points (kept exactly, as UTF-8 surrogatepass)
+``msg``     a threadloom message (``threadloom.messages``)
+``enum``    a member of a *registered* ``Enum`` (``StrEnum``/``IntEnum`` included)
+``model``   an instance of a *registered* pydantic model
+``dc``      an instance of a *registered* dataclass
+``nt``      an instance of a *registered* ``NamedTuple``
+==========  ===========================================================================
+
+Loading never imports a module and never builds a class that was not registered: an
+envelope naming ``os.system`` or any class outside the allow-list raises
+``UntrustedTypeError``, a subclass of both ``SerializationError`` and ``SecurityError``.
+Writing a value of an unsupported or unregistered type raises ``SerializationError``
+naming the path (``channel_values.items[2].when``) and the type, before anything is
+stored. Unlike LangGraph's ``JsonPlusSerializer`` there is no pickle fallback and the
+strict allow-list is the default, not an opt-in.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import json
+import math
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
+
+from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
+from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.engine.types import Command, Interrupt, Send
+
+TAG = "__tl__"
+_TAG_BYTES = TAG.encode()
+ENCRYPTED_PREFIX = b"TLENC1:"
+_JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+class UntrustedTypeError(SerializationError, SecurityError):
+    """Stored data named a type outside the codec's allow-list; nothing was built or run."""
+
+
+class _Unsupported(Exception):
+    """Internal: an unsupported value; carries the path segments, innermost last."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        super().__init__(reason)
+        self.type_name = type_name
+        self.reason = reason
+        self.segments: list[str] = []
+
+
+def _key_segment(key: Any) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f".{key}"
+    return f"[{key!r}]"
+
+
+class Codec:
+    """A closed JSON codec with an explicit allow-list of user types.
+
+    Args:
+        encrypt: optional ``bytes -> bytes`` applied to every written blob; blobs are then
+            stored as ``b"TLENC1:" + encrypt(json)``.
+        decrypt: the inverse of ``encrypt``. With it set, loading a blob that lacks the
+            encrypted prefix raises ``SerializationError`` (no plaintext is accepted).
+        inherit_global: also allow the types registered with the module-level
+            ``register()`` (default True).
+
+    Registered names are ``module.QualName`` (or the ``name=`` given to ``register``); a
+    later registration under the same name replaces the earlier class (a notebook cell
+    that redefines a model keeps working).
+    """
+
+    def __init__(
+        self,
+        *,
+        encrypt: Callable[[bytes], bytes] | None = None,
+        decrypt: Callable[[bytes], bytes] | None = None,
+        inherit_global: bool = True,
+    ) -> None:
+        if (encrypt is None) != (decrypt is None):
+            raise ValueError("Codec needs both encrypt= and decrypt=, or neither")
+        self.encrypt = encrypt
+        self.decrypt = decrypt
+        self.registry = TypeRegistry(parent=_GLOBAL_REGISTRY if inherit_global else None)
+        self._encoders: dict[type, Callable[[Any], Any]] = {}
+
+    # -- registration ---------------------------------------------------------------------
+
+    def register(self, cls: type, *, name: str | None = None) -> type:
+        """Allow ``cls`` (pydantic model, dataclass, Enum or NamedTuple) to be stored.
+
+        The field types of a model/dataclass/NamedTuple are registered too. Usable as a
+        class decorator. Returns ``cls``.
+
+        Raises:
+            SerializationError: ``cls`` is none of the supported kinds.
+        """
+        self.registry.register(cls, name=name)
+        self._encoders.clear()
+        return cls
+
+    def register_from_annotation(self, tp: Any) -> None:
+        """Register every model, dataclass, enum and NamedTuple a type annotation names.
+
+        Walks ``Annotated``, ``Optional``/unions, ``list``/``dict``/``set``/``tuple``
+        arguments, ``Literal`` enum members, TypedDict and pydantic/dataclass fields. The
+        engine calls this with the state schema, so the types it names round-trip.
+        """
+        self.registry.register_annotation(tp)
+        self._encoders.clear()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def dumps(self, value: Any, *, path: str = "") -> bytes:
+        """Encode ``value`` to bytes.
+
+        Args:
+            value: any value made of the supported types.
+            path: where the value sits, prefixed to error paths (e.g. ``"channel_values.x"``).
+
+        Raises:
+            SerializationError: a value of an unsupported or unregistered type; ``path``
+                and ``type_name`` name it.
+        """
+        tree = self.to_json(value, path=path)
+        try:
+            data = _JSON_DUMPS(tree).encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: stored as tagged UTF-8 bytes
+            data = _JSON_DUMPS(_escape_surrogates(tree)).encode("utf-8")
+        except ValueError as exc:
+            where = path or "value"
+            raise SerializationError(f"cannot serialize {where}: {exc}", path=path) from exc
+        if self.encrypt is not None:
+            return ENCRYPTED_PREFIX + self.encrypt(data)
+        return data
+
+    def to_json(self, value: Any, *, path: str = "") -> Any:
+        """The JSON tree ``dumps`` writes (plain JSON parts are shared, not copied)."""
+        try:
+            return self._enc(value)
+        except _Unsupported as exc:
+            where = (path + "".join(reversed(exc.segments))).lstrip(".")
+            raise SerializationError(
+                f"cannot serialize {where or 'value'}: {exc.reason}",
+                path=where,
+                type_name=exc.type_name,
+            ) from None
+        except RecursionError:
+            raise SerializationError(
+                f"cannot serialize {path or 'value'}: nested too deeply or circular", path=path
+            ) from None
+
+    def _enc(self, v: Any) -> Any:
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            return v
+        if t is float:
+            return v if math.isfinite(v) else {TAG: "f", "v": repr(v)}
+        if t is list:
+            return self._enc_list(v)
+        if t is dict:
+            return self._enc_dict(v)
+        fn = self._encoders.get(t)
+        if fn is None:
+            fn = self._resolve_encoder(t)
+            if fn is None:
+                raise _refusal(t)
+            self._encoders[t] = fn
+        return fn(v)
+
+    def _enc_list(self, v: list[Any]) -> list[Any]:
+        out: list[Any] | None = None
+        enc = self._enc
+        i = 0
+        try:
+            for i, item in enumerate(v):  # noqa: B007 - i is read by the except clause
+                e = enc(item)
+                if e is not item and out is None:
+                    out = v[:i]
+                if out is not None:
+                    out.append(e)
+        except _Unsupported as exc:
+            exc.segments.append(f"[{i}]")
+            raise
+        return v if out is None else out
+
+    def _enc_dict(self, v: dict[Any, Any]) -> Any:
+        out: dict[str, Any] | None = None
+        enc = self._enc
+        key: Any = None
+        try:
+            for key, item in v.items():
+                if type(key) is not str or key == TAG:
+                    break
+                e = enc(item)
+                if e is not item and out is None:
+                    out = {}
+                    for k2, i2 in v.items():
+                        if k2 is key:
+                            break
+                        out[k2] = i2
+                if out is not None:
+                    out[key] = e
+            else:
+                return v if out is None else out
+        except _Unsupported as exc:
+            exc.segments.append(_key_segment(key))
+            raise
+        return self._enc_pairs(v)
+
+    def _enc_pairs(self, v: dict[Any, Any]) -> dict[str, Any]:
+        pairs = []
+        for key, item in v.items():
+            try:
+                pairs.append([self._enc(key), self._enc(item)])
+            except _Unsupported as exc:
+                exc.segments.append(_key_segment(key))
+                raise
+        return {TAG: "map", "v": pairs}
+
+    def _resolve_encoder(self, t: type) -> Callable[[Any], Any] | None:
+        simple = _SIMPLE_ENCODERS.get(t)
+        if simple is not None:
+            return simple
+        if t in (set, frozenset):
+            tag = "set" if t is set else "fset"
+            return lambda v: {TAG: tag, "v": self._sorted(self._enc_list(list(v)))}
+        if t is tuple:
+            return lambda v: {TAG: "tup", "v": self._enc_list(list(v))}
+        if is_message_class(t):
+            return self._enc_message
+        name = self.registry.name_of(t)
+        if name is None:
+            return None
+        if issubclass(t, enum.Enum):
+            return lambda v: {TAG: "enum", "c": name, "v": self._enc(v.value)}
+        if issubclass(t, BaseModel):
+            return lambda v: {TAG: "model", "c": name, "v": self._enc_dict(dict(v))}
+        if dataclasses.is_dataclass(t):
+            return lambda v: {TAG: "dc", "c": name, "v": self._enc_dict(_dc_fields(v))}
+        return lambda v: {TAG: "nt", "c": name, "v": self._enc_list(list(v))}
+
+    def _enc_message(self, v: Any) -> dict[str, Any]:
+        from threadloom.messages import message_to_dict
+
+        return {TAG: "msg", "v": self._enc_dict(message_to_dict(v))}
+
+    @staticmethod
+    def _sorted(items: list[Any]) -> list[Any]:
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
+
+    # -- reading --------------------------------------------------------------------------
+
+    def loads(self, data: bytes | bytearray | memoryview | str) -> Any:
+        """Decode bytes written by ``dumps``.
+
+        Raises:
+            UntrustedTypeError: the data names a class that is not registered, or an
+                unknown tag; nothing is imported or constructed.
+            SerializationError: the bytes are not valid codec output, or encryption
+                settings do not match the blob.
+        """
+        raw = bytes(data) if not isinstance(data, bytes | str) else data
+        if isinstance(raw, str):
+            raw = raw.encode("utf-8", "surrogatepass")
+        if self.decrypt is not None:
+            if not raw.startswith(ENCRYPTED_PREFIX):
+                raise SerializationError(
+                    "refusing a plaintext blob: this codec is in encrypted mode"
+                )
+            try:
+                raw = self.decrypt(raw[len(ENCRYPTED_PREFIX) :])
+            except Exception as exc:
+                raise SerializationError(f"could not decrypt blob: {exc}") from exc
+        elif raw.startswith(ENCRYPTED_PREFIX):
+            raise SerializationError("blob is encrypted; construct the Codec with decrypt=")
+        try:
+            if _TAG_BYTES in raw:
+                return json.loads(raw, object_hook=self._revive)
+            return json.loads(raw)
+        except (SerializationError, RecursionError):
+            raise
+        except ValueError as exc:
+            raise SerializationError(f"stored blob is not valid codec JSON: {exc}") from exc
+
+    def _revive(self, d: dict[str, Any]) -> Any:
+        tag = d.get(TAG)
+        if tag is None:
+            return d
+        try:
+            if type(tag) is str:
+                fn = _SIMPLE_REVIVERS.get(tag)
+                if fn is not None:
+                    return fn(d["v"])
+                env = _ENVELOPE_REVIVERS.get(tag)
+                if env is not None:
+                    return env(d)
+                if tag == "msg":
+                    from threadloom.messages import message_from_dict
+
+                    return message_from_dict(d["v"])
+                if tag in ("enum", "model", "dc", "nt"):
+                    return self._revive_registered(tag, d)
+        except SerializationError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SerializationError(f"bad {tag!r} envelope in stored data: {exc}") from exc
+        raise UntrustedTypeError(f"unknown type tag {tag!r} in stored data", type_name=str(tag))
+
+    def _revive_registered(self, tag: str, d: dict[str, Any]) -> Any:
+        name = d.get("c")
+        cls = self.registry.lookup(name) if type(name) is str else None
+        if cls is None:
+            raise UntrustedTypeError(
+                f"stored data names type {name!r}, which is not registered with the codec; "
+                "refusing to load it (register it with Codec.register if it is yours)",
+                type_name=str(name),
+            )
+        value = d["v"]
+        if tag == "enum" and issubclass(cls, enum.Enum):
+            return cls(value)
+        if tag == "model" and issubclass(cls, BaseModel) and type(value) is dict:
+            return _validate_model(cls, value)
+        if tag == "dc" and dataclasses.is_dataclass(cls) and type(value) is dict:
+            return _build_dataclass(cls, value)
+        if tag == "nt" and issubclass(cls, tuple) and type(value) is list:
+            return cls(*value)
+        raise UntrustedTypeError(
+            f"stored {tag!r} envelope does not match registered type {name!r}", type_name=name
+        )
+
+
+def _escape_surrogates(tree: Any) -> Any:
+    """Replace strings holding surrogate code points (not valid UTF-8) by ``sur`` envelopes,
+    so they come back exactly (JSON's \\u escapes would merge a pair into one character)."""
+    t = type(tree)
+    if t is str:
+        try:
+            tree.encode("utf-8")
+            return tree
+        except UnicodeEncodeError:
+            raw = tree.encode("utf-8", "surrogatepass")
+            return {TAG: "sur", "v": base64.b64encode(raw).decode("ascii")}
+    if t is list:
+        return [_escape_surrogates(x) for x in tree]
+    if t is dict:
+        if all(type(_escape_surrogates(k)) is str for k in tree):
+            return {k: _escape_surrogates(v) for k, v in tree.items()}
+        pairs = [[_escape_surrogates(k), _escape_surrogates(v)] for k, v in tree.items()]
+        return {TAG: "map", "v": pairs}
+    return tree
+
+
+def _rev_surrogates(v: str) -> str:
+    return base64.b64decode(v.encode("ascii"), validate=True).decode("utf-8", "surrogatepass")
+
+
+def _refusal(t: type) -> _Unsupported:
+    name = qualified_name(t)
+    if issubclass(t, enum.Enum | BaseModel) or dataclasses.is_dataclass(t):
+        reason = (
+            f"type {name} is not registered with the checkpoint codec; register it with "
+            "codec.register(...) or name it in the state schema"
+        )
+    else:
+        reason = f"type {name} is not supported by the checkpoint codec"
+    return _Unsupported(name, reason)
+
+
+def _dc_fields(v: Any) -> dict[str, Any]:
+    return {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+
+
+def _build_dataclass(cls: Any, values: dict[str, Any]) -> Any:
+    fields = dataclasses.fields(cls)
+    init = {f.name: values[f.name] for f in fields if f.init and f.name in values}
+    obj = cls(**init)
+    for f in fields:
+        if not f.init and f.name in values:
+            object.__setattr__(obj, f.name, values[f.name])
+    return obj
+
+
+def _validate_model(cls: type[BaseModel], values: dict[str, Any]) -> BaseModel:
+    try:
+        return cls.model_validate(values, by_name=True)  # type: ignore[call-arg]
+    except TypeError:  # pydantic < 2.11 has no by_name
+        return cls.model_validate(values)
+    except Exception as exc:
+        raise SerializationError(
+            f"stored {qualified_name(cls)} no longer validates: {exc}",
+            type_name=qualified_name(cls),
+        ) from exc
+
+
+def _enc_datetime(v: dt.datetime) -> dict[str, Any]:
+    out: dict[str, Any] = {TAG: "dt", "v": v.isoformat()}
+    if isinstance(v.tzinfo, ZoneInfo):
+        out["z"] = v.tzinfo.key
+    if v.fold:
+        out["fold"] = 1
+    return out
+
+
+def _rev_datetime_env(d: dict[str, Any]) -> dt.datetime:
+    value = dt.datetime.fromisoformat(d["v"])
+    if "z" in d:
+        value = value.astimezone(ZoneInfo(str(d["z"])))
+    if d.get("fold"):
+        value = value.replace(fold=1)
+    return value
+
+
+def _enc_time(v: dt.time) -> dict[str, Any]:
+    out: dict[str, Any] = {TAG: "t", "v": v.isoformat()}
+    if v.fold:
+        out["fold"] = 1
+    return out
+
+
+def _rev_float(v: str) -> float:
+    if v not in ("nan", "inf", "-inf"):
+        raise ValueError(f"not a non-finite float: {v!r}")
+    return float(v)
+
+
+def _rev_timedelta(v: list[int]) -> dt.timedelta:
+    days, seconds, micros = v
+    return dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+
+
+def _rev_map(pairs: list[list[Any]]) -> dict[Any, Any]:
+    return {k: v for k, v in pairs}
+
+
+_SIMPLE_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    dt.datetime: _enc_datetime,
+    dt.date: lambda v: {TAG: "d", "v": v.isoformat()},
+    dt.time: _enc_time,
+    dt.timedelta: lambda v: {TAG: "td", "v": [v.days, v.seconds, v.microseconds]},
+    uuid.UUID: lambda v: {TAG: "uuid", "v": v.hex},
+    Decimal: lambda v: {TAG: "dec", "v": str(v)},
+    bytes: lambda v: {TAG: "b", "v": base64.b64encode(v).decode("ascii")},
+}
+
+_SIMPLE_REVIVERS: dict[str, Callable[[Any], Any]] = {
+    "d": lambda v: dt.date.fromisoformat(v),
+    "td": _rev_timedelta,
+    "uuid": lambda v: uuid.UUID(hex=v),
+    "dec": lambda v: Decimal(v),
+    "b": lambda v: base64.b64decode(v.encode("ascii"), validate=True),
+    "f": _rev_float,
+    "set": set,
+    "fset": frozenset,
+    "tup": tuple,
+    "map": _rev_map,
+    "sur": _rev_surrogates,
+}
+
+
+# datetime and time carry extra keys; they get the whole envelope.
+_ENVELOPE_REVIVERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "dt": _rev_datetime_env,
+    "t": lambda d: dt.time.fromisoformat(d["v"]).replace(fold=1 if d.get("fold") else 0),
+}
+
+_GLOBAL_REGISTRY = TypeRegistry(parent=None)
+for _engine_type in (Send, Command, Interrupt):  # the engine's own values in checkpoints
+    _GLOBAL_REGISTRY.register(_engine_type, name=f"threadloom.{_engine_type.__name__}")
+_DEFAULT = Codec()
+
+
+def register(cls: type, *, name: str | None = None) -> type:
+    """Allow ``cls`` in every codec that inherits the global allow-list (decorator-friendly).
+
+    See ``Codec.register``.
+    """
+    _GLOBAL_REGISTRY.register(cls, name=name)
+    return cls
+
+
+def dumps(value: Any, *, path: str = "") -> bytes:
+    """Encode with the default codec (see ``Codec.dumps``)."""
+    return _DEFAULT.dumps(value, path=path)
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Decode with the default codec (see ``Codec.loads``)."""
+    return _DEFAULT.loads(data)

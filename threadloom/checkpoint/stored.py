@@ -1,0 +1,441 @@
+"""One checkpointer algorithm over three stores (memory, SQLite, PostgreSQL).
+
+``StoredCheckpointer`` implements the whole protocol of ``base.py`` plus retention (TTL,
+``prune``, ``keep_latest``) and thread leases, on top of a small set of storage
+primitives (``Tx``) that each backend provides inside one transaction. The backends
+differ only in how rows are kept, so they pass the same conformance suite by design.
+
+Leases: ``acquire_lease(thread_id, owner, ttl_s)`` returns a fencing token, an integer
+that grows with every acquisition of that thread. A ``put``/``put_writes`` whose config
+carries ``configurable["__lease_token"]`` is refused with ``ThreadBusyError`` unless that
+token is still the thread's current one, checked in the same transaction as the write, so
+a worker that lost its lease can never write after the new holder started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple, Protocol
+
+from threadloom.checkpoint.base import (
+    ERROR,
+    INTERRUPT,
+    RESUME,
+    SCHEDULED,
+    BaseCheckpointer,
+    Checkpoint,
+    CheckpointTuple,
+    PendingWrite,
+    make_config,
+    thread_config,
+)
+from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, reachable_blobs
+from threadloom.checkpoint.serde import Codec
+from threadloom.engine.errors import CheckpointError, ThreadBusyError
+
+LEASE_TOKEN_KEY = "__lease_token"
+# Special write channels keep one slot per task (negative idx) and are overwritten.
+WRITES_IDX = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
+
+
+class CkRow(NamedTuple):
+    """A stored checkpoint row."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    record: bytes
+    metadata: bytes
+
+
+class Lease(NamedTuple):
+    """A thread's lease row: ``owner`` is None once released."""
+
+    owner: str | None
+    token: int
+    expires_at: float
+
+
+class Tx(Protocol):
+    """Storage primitives, all inside one backend transaction."""
+
+    def checkpoint_row(self, thread_id: str, ns: str, cid: str | None) -> CkRow | None: ...
+    def checkpoint_rows(
+        self, thread_id: str | None, ns: str | None, before: str | None, limit: int | None
+    ) -> list[CkRow]: ...
+    def count_checkpoints(self, thread_id: str, ns: str) -> int: ...
+    def insert_checkpoint(self, row: CkRow) -> None: ...
+    def delete_checkpoints(self, thread_id: str, ns: str, cids: list[str]) -> None: ...
+    def namespaces(self, thread_id: str) -> list[str]: ...
+    def thread_ids(self) -> list[str]: ...
+    def delete_thread(self, thread_id: str) -> None: ...
+    def blob_exists(self, thread_id: str, ns: str, channel: str, bid: str) -> bool: ...
+    def fetch_blobs(
+        self, thread_id: str, ns: str, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], BlobRow]: ...
+    def fetch_chain(
+        self, thread_id: str, ns: str, channel: str, snap: str
+    ) -> dict[str, BlobRow]: ...
+    def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None: ...
+    def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]: ...
+    def delete_blobs(self, thread_id: str, ns: str, keys: list[tuple[str, str]]) -> None: ...
+    def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]: ...
+    def insert_writes(
+        self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
+    ) -> None: ...
+    def get_thread(self, thread_id: str) -> tuple[float | None, float | None] | None: ...
+    def put_thread(self, thread_id: str, ttl: float | None, expires_at: float | None) -> None: ...
+    def expired_threads(self, now: float) -> list[str]: ...
+    def get_lease(self, thread_id: str) -> Lease | None: ...
+    def put_lease(self, thread_id: str, lease: Lease) -> None: ...
+
+
+class _Reader:
+    def __init__(self, tx: Tx, thread_id: str, ns: str) -> None:
+        self.tx, self.thread_id, self.ns = tx, thread_id, ns
+
+    def fetch_blobs(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], BlobRow]:
+        return self.tx.fetch_blobs(self.thread_id, self.ns, keys)
+
+    def fetch_chain(self, channel: str, snap: str) -> dict[str, BlobRow]:
+        return self.tx.fetch_chain(self.thread_id, self.ns, channel, snap)
+
+
+class StoredCheckpointer(BaseCheckpointer):
+    """The checkpointer algorithm; backends subclass it and provide ``_tx``.
+
+    Args:
+        codec: the closed codec values are stored with (a fresh ``Codec()`` by default,
+            which also allows the globally registered types).
+        keep_latest: after each ``put``, keep only this many newest checkpoints of the
+            namespace (``prune``); None keeps everything.
+        ttl_seconds: default time-to-live of a thread, counted from its last write;
+            expired threads are deleted lazily on access or by ``sweep()``.
+        cache_size: decoded list values and delta tips kept in this process.
+    """
+
+    def __init__(
+        self,
+        *,
+        codec: Codec | None = None,
+        keep_latest: int | None = None,
+        ttl_seconds: float | None = None,
+        cache_size: int = 256,
+    ) -> None:
+        if keep_latest is not None and keep_latest < 1:
+            raise ValueError(f"keep_latest must be >= 1 or None, got {keep_latest!r}")
+        self.codec = codec or Codec()
+        self.keep_latest = keep_latest
+        self.ttl_seconds = ttl_seconds
+        self.blobs = BlobLayer(self.codec, cache_size)
+        self._parents = LRU(cache_size)  # (thread, ns) -> (last checkpoint id, its refs)
+
+    def _tx(self, write: bool) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def clear_caches(self) -> None:
+        """Forget every decoded value and delta tip held in this process (as after a
+        restart); the stored data is untouched."""
+        self.blobs = BlobLayer(self.codec, self.blobs.cache_size)
+        self._parents = LRU(self.blobs.cache_size)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+        """See ``BaseCheckpointer.get_tuple``; an expired thread is deleted and reads as None."""
+        thread_id, ns, cid = thread_config(config)
+        with self._tx(False) as tx:
+            if not self._due(tx, thread_id):
+                row = tx.checkpoint_row(thread_id, ns, cid)
+                return None if row is None else self._tuple(tx, row, seed=cid is None)
+        self.delete_thread(thread_id)
+        return None
+
+    def list(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """See ``BaseCheckpointer.list``. Metadata filters compare decoded values in Python
+        (never spliced into SQL)."""
+        thread_id: str | None = None
+        ns: str | None = None
+        if config is not None:
+            thread_id, _, _ = thread_config(config)
+            ns = (config.get("configurable") or {}).get("checkpoint_ns")
+            if self._expire_if_due(thread_id):
+                return
+        before_id = ((before or {}).get("configurable") or {}).get("checkpoint_id")
+        if limit is not None and limit <= 0:
+            return
+        with self._tx(False) as tx:
+            rows = tx.checkpoint_rows(thread_id, ns, before_id, None if filter else limit)
+            out: list[CheckpointTuple] = []
+            for row in rows:
+                if filter:
+                    meta = self.codec.loads(row.metadata)
+                    if any(k not in meta or meta[k] != v for k, v in filter.items()):
+                        continue
+                out.append(self._tuple(tx, row, seed=False))
+                if limit is not None and len(out) >= limit:
+                    break
+        yield from out
+
+    def _tuple(self, tx: Tx, row: CkRow, *, seed: bool) -> CheckpointTuple:
+        record = self.codec.loads(row.record)
+        refs = record["refs"]
+        checkpoint: Checkpoint = record["checkpoint"]
+        reader = _Reader(tx, row.thread_id, row.checkpoint_ns)
+        checkpoint["channel_values"] = self.blobs.decode(
+            row.thread_id, row.checkpoint_ns, refs, reader, seed=seed
+        )
+        if seed:
+            self._parents.put((row.thread_id, row.checkpoint_ns), (row.checkpoint_id, refs))
+        writes = [
+            PendingWrite(task_id, channel, self.codec.loads(data))
+            for task_id, channel, data in tx.writes(
+                row.thread_id, row.checkpoint_ns, row.checkpoint_id
+            )
+        ]
+        parent = (
+            make_config(row.thread_id, row.checkpoint_ns, row.parent_id)
+            if row.parent_id
+            else None
+        )
+        return CheckpointTuple(
+            make_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
+            checkpoint,
+            self.codec.loads(row.metadata),
+            parent,
+            writes,
+        )
+
+    # -- writing --------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Checkpoint,
+        metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """See ``BaseCheckpointer.put``: one transaction writes the checkpoint and its blobs.
+
+        Raises:
+            SerializationError: a value the codec cannot store (nothing is written).
+            ThreadBusyError: the config's lease token is no longer the thread's current one.
+        """
+        thread_id, ns, parent_id = thread_config(config)
+        cid = checkpoint["id"]
+        parent_refs = self._parent_refs(thread_id, ns, parent_id)
+        refs, new = self.blobs.encode(thread_id, ns, checkpoint, new_versions, parent_refs)
+        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        record = self.codec.dumps({"checkpoint": body, "refs": refs}, path="checkpoint")
+        meta = self.codec.dumps(dict(metadata), path="metadata")
+        row = CkRow(thread_id, ns, cid, parent_id, record, meta)
+        with self._tx(True) as tx:
+            self._check_fence(tx, thread_id, config)
+            new = [self._check_base(tx, thread_id, ns, b) for b in new]
+            tx.insert_blobs(thread_id, ns, new)
+            tx.insert_checkpoint(row)
+            self._touch(tx, thread_id)
+            count = tx.count_checkpoints(thread_id, ns) if self.keep_latest else 0
+        self.blobs.committed(thread_id, ns, new)
+        self._parents.put((thread_id, ns), (cid, refs))
+        if self.keep_latest and count > self.keep_latest:
+            self.prune(thread_id, keep_last=self.keep_latest)
+        return make_config(thread_id, ns, cid)
+
+    def _check_base(self, tx: Tx, thread_id: str, ns: str, blob: NewBlob) -> NewBlob:
+        base = blob.row.base
+        if base is None or tx.blob_exists(thread_id, ns, blob.channel, base):
+            return blob
+        return self.blobs.snapshot(blob)  # the base was pruned or deleted meanwhile
+
+    def _parent_refs(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, str]:
+        if parent_id is None:
+            return {}
+        cached = self._parents.get((thread_id, ns))
+        if cached is not None and cached[0] == parent_id:
+            return cached[1]
+        with self._tx(False) as tx:
+            row = tx.checkpoint_row(thread_id, ns, parent_id)
+        if row is None:
+            return {}
+        refs: dict[str, str] = self.codec.loads(row.record)["refs"]
+        return refs
+
+    def put_writes(
+        self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str
+    ) -> None:
+        """See ``BaseCheckpointer.put_writes``: idempotent per ``(task_id, index)``; the
+        special channels (``__error__``, ``__interrupt__``...) are overwritten.
+
+        Raises:
+            CheckpointError: the config names no checkpoint.
+            SerializationError: a value the codec cannot store (nothing is written).
+            ThreadBusyError: the config's lease token is stale.
+        """
+        thread_id, ns, cid = thread_config(config)
+        if cid is None:
+            raise CheckpointError("put_writes needs a config naming a checkpoint_id")
+        rows = [
+            (task_id, WRITES_IDX.get(ch, i), ch, self.codec.dumps(v, path=f"writes.{ch}"))
+            for i, (ch, v) in enumerate(writes)
+        ]
+        with self._tx(True) as tx:
+            self._check_fence(tx, thread_id, config)
+            tx.insert_writes(thread_id, ns, cid, rows)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, blob and write of a thread, in every namespace.
+
+        The thread's lease row survives, so fencing tokens never repeat.
+        """
+        with self._tx(True) as tx:
+            tx.delete_thread(thread_id)
+        self.blobs.forget_thread(thread_id)
+        self._parents.drop_thread(thread_id)
+
+    def list_threads(self) -> list[str]:
+        """Every thread id with at least one checkpoint, sorted."""
+        with self._tx(False) as tx:
+            return tx.thread_ids()
+
+    # -- retention ------------------------------------------------------------------------
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        """Keep the ``keep_last`` newest checkpoints of each namespace of a thread.
+
+        Also kept: any older leaf checkpoint with a pending ``__interrupt__`` write (a
+        paused fork), and every blob a kept checkpoint needs, delta bases included, so
+        the state loaded after pruning equals the state before it.
+
+        Raises:
+            ValueError: ``keep_last`` < 1 (the latest checkpoint is always needed).
+        """
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be >= 1, got {keep_last!r}")
+        deleted = 0
+        with self._tx(True) as tx:
+            for ns in tx.namespaces(thread_id):
+                deleted += self._prune_ns(tx, thread_id, ns, keep_last)
+        return deleted
+
+    def _prune_ns(self, tx: Tx, thread_id: str, ns: str, keep_last: int) -> int:
+        rows = tx.checkpoint_rows(thread_id, ns, None, None)
+        if len(rows) <= keep_last:
+            return 0
+        keep = rows[:keep_last]
+        parents = {r.parent_id for r in rows}
+        drop: list[str] = []
+        for r in rows[keep_last:]:
+            paused = r.checkpoint_id not in parents and any(
+                ch == INTERRUPT for _, ch, _ in tx.writes(thread_id, ns, r.checkpoint_id)
+            )
+            if paused:
+                keep.append(r)
+            else:
+                drop.append(r.checkpoint_id)
+        tx.delete_checkpoints(thread_id, ns, drop)
+        index = tx.blob_index(thread_id, ns)
+        needed = reachable_blobs([self.codec.loads(r.record)["refs"] for r in keep], index)
+        tx.delete_blobs(thread_id, ns, [k for k in index if k not in needed])
+        return len(drop)
+
+    def set_ttl(self, thread_id: str, seconds: float | None) -> None:
+        """Give one thread its own time-to-live (None: never expires), from now."""
+        now = time.time()
+        with self._tx(True) as tx:
+            tx.put_thread(thread_id, seconds, now + seconds if seconds is not None else None)
+
+    def sweep(self) -> int:
+        """Delete every expired thread now. Returns how many were deleted."""
+        with self._tx(False) as tx:
+            expired = tx.expired_threads(time.time())
+        for thread_id in expired:
+            self.delete_thread(thread_id)
+        return len(expired)
+
+    def _touch(self, tx: Tx, thread_id: str) -> None:
+        info = tx.get_thread(thread_id)
+        own_ttl = info[0] if info else None
+        ttl = own_ttl if own_ttl is not None else self.ttl_seconds
+        if info is None and ttl is None:
+            return
+        tx.put_thread(thread_id, own_ttl, time.time() + ttl if ttl is not None else None)
+
+    def _expire_if_due(self, thread_id: str) -> bool:
+        with self._tx(False) as tx:
+            due = self._due(tx, thread_id)
+        if due:
+            self.delete_thread(thread_id)
+        return due
+
+    @staticmethod
+    def _due(tx: Tx, thread_id: str) -> bool:
+        info = tx.get_thread(thread_id)
+        return info is not None and info[1] is not None and info[1] <= time.time()
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def acquire_lease(self, thread_id: str, owner: str, ttl_s: float) -> int:
+        """Take the thread's lease for ``ttl_s`` seconds; returns the new fencing token.
+
+        Re-acquiring by the same ``owner`` renews it with a new token.
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease.
+        """
+        with self._tx(True) as tx:
+            lease = tx.get_lease(thread_id)
+            now = time.time()
+            if (
+                lease is not None
+                and lease.owner is not None
+                and lease.owner != owner
+                and lease.expires_at > now
+            ):
+                raise ThreadBusyError(
+                    f"thread {thread_id!r} is busy: {lease.owner!r} holds its lease for "
+                    f"{lease.expires_at - now:.1f}s more",
+                    thread_id=thread_id,
+                )
+            token = (lease.token if lease else 0) + 1
+            tx.put_lease(thread_id, Lease(owner, token, now + ttl_s))
+            return token
+
+    def renew_lease(self, thread_id: str, token: int, ttl_s: float) -> None:
+        """Extend a held lease. Raises ``ThreadBusyError`` when ``token`` is stale."""
+        with self._tx(True) as tx:
+            lease = self._current_lease(tx, thread_id, token)
+            tx.put_lease(thread_id, lease._replace(expires_at=time.time() + ttl_s))
+
+    def release_lease(self, thread_id: str, token: int) -> None:
+        """Give the lease back; a stale ``token`` is ignored (someone else holds it)."""
+        with self._tx(True) as tx:
+            lease = tx.get_lease(thread_id)
+            if lease is not None and lease.token == token and lease.owner is not None:
+                tx.put_lease(thread_id, Lease(None, token, 0.0))
+
+    def _check_fence(self, tx: Tx, thread_id: str, config: Mapping[str, Any]) -> None:
+        token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
+        if token is not None:
+            self._current_lease(tx, thread_id, token)
+
+    @staticmethod
+    def _current_lease(tx: Tx, thread_id: str, token: int) -> Lease:
+        lease = tx.get_lease(thread_id)
+        if lease is None or lease.owner is None or lease.token != token:
+            raise ThreadBusyError(
+                f"lease token {token!r} of thread {thread_id!r} is stale "
+                f"(current: {lease.token if lease else None!r}); another run took the thread",
+                thread_id=thread_id,
+            )
+        return lease

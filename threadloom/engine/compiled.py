@@ -1,0 +1,403 @@
+"""``CompiledGraph``: the runnable graph and its entry points.
+
+One async core (``RunLoop.run``) serves every entry point: ``astream`` drives it with a
+stream sink, ``ainvoke`` without one; the sync twins run the same coroutine on a private
+event loop of the calling thread. When the caller's thread already runs an event loop
+(Jupyter, an async web handler), the sync entry points run the graph on a worker thread
+with its own loop instead, so they work there too (prefer ``ainvoke`` in async code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from threadloom.engine.analysis import DrawableGraph
+from threadloom.engine.errors import ThreadBusyError
+from threadloom.engine.scheduler import RunLoop
+from threadloom.engine.schema import state_builder
+from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
+from threadloom.engine.stream import StreamSink, normalize_modes, shape
+from threadloom.engine.types import END, START, Durability
+
+if TYPE_CHECKING:
+    from threadloom.checkpoint.base import BaseCheckpointer
+    from threadloom.engine.graph import StateGraph
+
+T = TypeVar("T")
+_local = threading.local()
+_active: set[tuple[int, str, str]] = set()
+_active_lock = threading.Lock()
+
+
+def _private_loop() -> asyncio.AbstractEventLoop:
+    loop = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+    return loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, inside a running loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _private_loop().run_until_complete(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="threadloom-sync") as ex:
+        return ex.submit(lambda: _private_loop().run_until_complete(coro)).result()
+
+
+class CompiledGraph:
+    """A checked, runnable graph, as LangGraph's ``CompiledStateGraph``.
+
+    Built by ``StateGraph.compile()``; see there for the arguments. It can itself be added
+    as a node of another graph (a subgraph).
+    """
+
+    _is_compiled_graph = True
+
+    def __init__(
+        self,
+        builder: StateGraph,
+        *,
+        checkpointer: BaseCheckpointer | None,
+        interrupt_before: frozenset[str],
+        interrupt_after: frozenset[str],
+        durability: Durability,
+        name: str,
+    ) -> None:
+        self.builder = builder
+        self.name = name
+        self.checkpointer = checkpointer
+        self.interrupt_before = interrupt_before
+        self.interrupt_after = interrupt_after
+        self.durability = durability
+        self.specs = dict(builder.specs)
+        self.nodes = dict(builder.nodes)
+        self.branches = {k: list(v) for k, v in builder.branches.items()}
+        self.build_state = state_builder(builder.state_schema)
+        self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
+        self.output_keys = tuple(_keys(builder.output_schema, self.specs))
+        self.state_keys = tuple(_keys(builder.state_schema, self.specs))
+        successors: dict[str, list[str]] = {}
+        for a, b in builder.edges:
+            successors.setdefault(a, []).append(b)
+        self.successors = {k: tuple(v) for k, v in successors.items()}
+        joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
+        for target, groups in builder.joins.items():
+            for sources in groups:
+                key = f"{target}<{'+'.join(sources)}"
+                for src in sources:
+                    joins.setdefault(src, []).append((target, frozenset(sources), key))
+        self.join_index = joins
+        self._register_types()
+
+    def _register_types(self) -> None:
+        register = getattr(getattr(self.checkpointer, "codec", None), "register_from_annotation",
+                           None)
+        if register is None:
+            return
+        for spec in self.specs.values():
+            register(spec.annotation)
+
+    # -- config ------------------------------------------------------------------------
+
+    def _config(
+        self,
+        config: Mapping[str, Any] | None,
+        thread_id: str | None,
+        recursion_limit: int | None,
+    ) -> dict[str, Any]:
+        out = dict(config or {})
+        conf = dict(out.get("configurable") or {})
+        if thread_id is not None:
+            conf["thread_id"] = thread_id
+        if "thread_id" in conf and not isinstance(conf["thread_id"], str):
+            conf["thread_id"] = str(conf["thread_id"])
+        conf.setdefault("checkpoint_ns", "")
+        out["configurable"] = conf
+        if recursion_limit is not None:
+            out["recursion_limit"] = recursion_limit
+        if self.checkpointer is not None and "thread_id" not in conf:
+            from threadloom.checkpoint.base import thread_config
+
+            thread_config(out)  # raises the clear "needs a thread id" error
+        return out
+
+    # -- entry points ------------------------------------------------------------------
+
+    async def astream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "values",
+        subgraphs: bool = False,
+        thread_id: str | None = None,
+        recursion_limit: int | None = None,
+        durability: Durability | None = None,
+        context: Any = None,
+        _blocking_ok: bool = False,
+    ) -> AsyncIterator[Any]:
+        """Run the graph and yield events as they happen.
+
+        Args:
+            input: the input state (dict), ``None`` to continue a paused thread, or a
+                ``Command(resume=...)``.
+            config: ``{"configurable": {"thread_id": ..., "checkpoint_id": ...},
+                "recursion_limit": 25, "tags": [...]}``.
+            stream_mode: one mode or a list (then ``(mode, chunk)`` pairs are yielded).
+            subgraphs: yield ``(namespace, chunk)`` and include subgraphs' own steps.
+            thread_id: shortcut for ``config["configurable"]["thread_id"]``.
+            recursion_limit: shortcut for ``config["recursion_limit"]`` (default 25).
+            durability: override the compiled durability for this run.
+            context: any object; nodes see it as ``runtime.context``.
+
+        Raises:
+            Whatever the run raises, after every event before it was yielded. Closing the
+            iterator early cancels the running nodes; the thread stays resumable.
+        """
+        modes, single = normalize_modes(stream_mode)
+        cfg = self._config(config, thread_id, recursion_limit)
+        sink = StreamSink(modes, subgraphs)
+        loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
+        producer = asyncio.ensure_future(self._produce(loop, input, sink))
+        try:
+            while True:
+                item = await sink.get()
+                if item is None:
+                    break
+                yield shape(item, single, subgraphs)
+            await producer
+        finally:
+            if not producer.done():
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
+
+    async def _produce(self, loop: RunLoop, input: Any, sink: StreamSink) -> None:
+        try:
+            with self._claim(loop.config):
+                await loop.run(input)
+            if loop.interrupts and "updates" in loop.modes:
+                sink.bind(())("updates", {"__interrupt__": tuple(loop.interrupts)})
+        except BaseException as exc:
+            sink.close(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        sink.close()
+
+    async def ainvoke(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        recursion_limit: int | None = None,
+        durability: Durability | None = None,
+        context: Any = None,
+        stream_mode: str = "values",
+        _blocking_ok: bool = False,
+    ) -> dict[str, Any]:
+        """Run the graph to its end (or a pause) and return the output state.
+
+        Same arguments as ``astream``. A paused run's result holds ``"__interrupt__"``: a
+        list of ``Interrupt(value, id)``.
+
+        Raises:
+            GraphRecursionError, InvalidUpdateError, InvalidRouteError, CheckpointError,
+            ThreadBusyError, or what a node raised (with a note naming node and step).
+        """
+        if stream_mode != "values":
+            chunks = [c async for c in self.astream(
+                input, config, stream_mode=stream_mode, thread_id=thread_id,
+                recursion_limit=recursion_limit, durability=durability, context=context,
+                _blocking_ok=_blocking_ok)]
+            return chunks  # type: ignore[return-value]
+        cfg = self._config(config, thread_id, recursion_limit)
+        loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
+        with self._claim(cfg):
+            out = await loop.run(input)
+        if loop.interrupts:
+            out["__interrupt__"] = list(loop.interrupts)
+        return out
+
+    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Sync ``ainvoke``; same arguments and result."""
+        return run_sync(self.ainvoke(input, config, _blocking_ok=True, **kwargs))
+
+    def stream(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
+        """Sync ``astream``; same arguments. Breaking out of the loop cancels the run."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            yield from self._stream_private(input, config, kwargs)
+            return
+        yield from self._stream_threaded(input, config, kwargs)
+
+    def _stream_private(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
+        loop = _private_loop()
+        agen = self.astream(input, config, _blocking_ok=True, **kwargs).__aiter__()
+        try:
+            while True:
+                try:
+                    item = loop.run_until_complete(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            loop.run_until_complete(agen.aclose())
+
+    def _stream_threaded(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
+        import queue
+
+        q: queue.Queue[Any] = queue.Queue(maxsize=64)
+        stop = threading.Event()
+        done = object()
+
+        def work() -> None:
+            try:
+                for item in self._stream_private(input, config, kwargs):
+                    q.put(("item", item))
+                    if stop.is_set():
+                        break
+                q.put(("end", done))
+            except BaseException as exc:  # handed to the consumer
+                q.put(("error", exc))
+
+        worker = threading.Thread(target=work, daemon=True, name="threadloom-stream")
+        worker.start()
+        try:
+            while True:
+                kind, value = q.get()
+                if kind == "item":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    return
+        finally:
+            stop.set()
+
+    async def abatch(
+        self, inputs: Sequence[Any], config: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """Run several inputs concurrently; ``config`` is one for all or one per input."""
+        configs = list(config) if isinstance(config, Sequence) else [config] * len(inputs)
+        if len(configs) != len(inputs):
+            raise ValueError(f"abatch got {len(inputs)} inputs but {len(configs)} configs")
+        return list(await asyncio.gather(
+            *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs, strict=True))))
+
+    def batch(self, inputs: Sequence[Any], config: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+        """Sync ``abatch``."""
+        return run_sync(self.abatch(inputs, config, **kwargs))
+
+    # -- state -------------------------------------------------------------------------
+
+    def get_state(self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None) -> StateSnapshot:
+        """The state of a thread at its latest (or the named) checkpoint.
+
+        Raises:
+            ValueError: when the graph has no checkpointer.
+        """
+        return run_sync(self.aget_state(config, thread_id=thread_id))
+
+    async def aget_state(self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None) -> StateSnapshot:
+        """Async ``get_state``."""
+        return await snapshot(self, self._config(config, thread_id, None), self._need_cp())
+
+    def get_state_history(
+        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None,
+        filter: Mapping[str, Any] | None = None, before: Mapping[str, Any] | None = None,  # noqa: A002
+        limit: int | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
+        cfg = self._config(config, thread_id, None)
+        return iter(run_sync(history(self, cfg, self._need_cp(), filter, before, limit)))
+
+    def update_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None,
+    ) -> dict[str, Any]:
+        """Write ``values`` into a thread as if node ``as_node`` had returned them.
+
+        With a ``checkpoint_id`` in ``config`` this forks the thread from that checkpoint.
+        Returns the config of the new checkpoint.
+
+        Raises:
+            InvalidUpdateError: for unknown keys; ``ValueError`` for an unknown ``as_node``.
+        """
+        return run_sync(self.aupdate_state(config, values, as_node))
+
+    async def aupdate_state(self, config: Mapping[str, Any], values: Any, as_node: str | None = None) -> dict[str, Any]:
+        """Async ``update_state``."""
+        if as_node is not None and as_node not in self.nodes and as_node not in (START, END):
+            raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
+        cfg = self._config(config, None, None)
+        return await update_state(self, cfg, self._need_cp(), values, as_node)
+
+    def get_graph(self) -> DrawableGraph:
+        """A drawable view: ``get_graph().draw_mermaid()``, ``.draw_png(path)``."""
+        return DrawableGraph(self.builder, self.name)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _need_cp(self) -> BaseCheckpointer:
+        if self.checkpointer is None:
+            raise ValueError("this graph has no checkpointer: compile(checkpointer=...) first")
+        return self.checkpointer
+
+    def _loop(
+        self, cfg: dict[str, Any], sink: StreamSink | None, modes: frozenset[str],
+        durability: Durability | None, context: Any, blocking_ok: bool,
+    ) -> RunLoop:
+        return RunLoop(
+            self, cfg, checkpointer=self.checkpointer,
+            emit=sink.bind(()) if sink is not None else None, modes=modes,
+            durability=durability or self.durability, blocking_ok=blocking_ok,
+            context=context, sink=sink,
+        )
+
+    def _claim(self, cfg: dict[str, Any]) -> _Claim:
+        return _Claim(self.checkpointer, cfg)
+
+    def __repr__(self) -> str:
+        return f"CompiledGraph(name={self.name!r}, nodes={list(self.nodes)})"
+
+
+class _Claim:
+    """In-process guard: one run per (checkpointer, thread, namespace) at a time."""
+
+    def __init__(self, cp: Any, cfg: dict[str, Any]) -> None:
+        conf = cfg.get("configurable") or {}
+        self.key = (id(cp), str(conf.get("thread_id")), conf.get("checkpoint_ns", "")) if (
+            cp is not None and "thread_id" in conf) else None
+
+    def __enter__(self) -> None:
+        if self.key is None:
+            return
+        with _active_lock:
+            if self.key in _active:
+                raise ThreadBusyError(
+                    f"thread {self.key[1]!r} is already running in this process; wait for "
+                    "that run to finish (two runs on one thread would interleave checkpoints)",
+                    thread_id=self.key[1],
+                )
+            _active.add(self.key)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.key is not None:
+            with _active_lock:
+                _active.discard(self.key)
+
+
+def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:
+    from threadloom.engine.schema import channel_specs
+
+    keys = list(channel_specs(schema))
+    return keys or list(specs)

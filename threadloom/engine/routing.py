@@ -1,0 +1,164 @@
+"""From a finished super-step to the next one: edges, joins, branches, Commands, Sends.
+
+Routing runs after the step's writes are applied, in task order, so the next step's
+tasks (and their order, which fixes the order writes are applied in) never depend on
+which task finished first.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.checkpoint.base import SCHEDULED, CheckpointTuple, SPECIAL_WRITE_CHANNELS
+from threadloom.engine.channels import MISSING
+from threadloom.engine.errors import InvalidRouteError
+from threadloom.engine.tasks import TaskResult
+from threadloom.engine.types import END, Command, Send
+
+if TYPE_CHECKING:
+    from threadloom.engine.scheduler import RunLoop
+    from threadloom.engine.tasks import Task
+
+
+@dataclass(slots=True)
+class Planned:
+    """The tasks of the next super-step.
+
+    Attributes:
+        tasks: node names triggered by edges, in order, each once.
+        sends: ``Send`` packets, in the order they were emitted.
+        pending: task id -> writes already saved for it (not run again).
+    """
+
+    tasks: list[str]
+    sends: list[Send]
+    pending: dict[str, TaskResult] = field(default_factory=dict)
+
+    def node_names(self) -> list[str]:
+        """Every node that would run, edge-triggered first."""
+        return [*self.tasks, *(s.node for s in self.sends)]
+
+    def with_command(self, loop: RunLoop, cmd: Command) -> Planned:
+        """Apply a resume ``Command``'s ``update`` now and add its ``goto`` targets."""
+        if cmd.update is not None:
+            from threadloom.engine.tasks import writes_of
+
+            writes = writes_of(loop.graph, "__resume__", cmd.update, loop.step)[0]
+            loop._apply_writes(writes, ["__resume__"] * len(writes))  # noqa: SLF001
+        names = dict.fromkeys(self.tasks)
+        sends = list(self.sends)
+        for target in cmd.goto_list():
+            _add_target(loop, "__resume__", target, names, sends)
+        return Planned(list(names), sends, self.pending)
+
+
+def saved_next(planned: Planned) -> list[Any]:
+    """``planned`` in the checkpoint's ``next`` form."""
+    return [*planned.tasks, *({"node": s.node, "arg": s.arg} for s in planned.sends)]
+
+
+def plan_from_saved(loop: RunLoop, saved: CheckpointTuple) -> Planned:
+    """The tasks a saved checkpoint says come next, with writes already saved for them."""
+    names: list[str] = []
+    sends: list[Send] = []
+    for item in saved.checkpoint.get("next", []):
+        if isinstance(item, str):
+            if item in loop.graph.nodes:
+                names.append(item)
+        elif isinstance(item, Mapping) and item.get("node") in loop.graph.nodes:
+            sends.append(Send(item["node"], item.get("arg")))
+    pending: dict[str, TaskResult] = {}
+    replay = bool((loop.config.get("configurable") or {}).get("checkpoint_id"))
+    if not replay:
+        grouped: dict[str, list[tuple[str, Any]]] = {}
+        done: dict[str, list[Any]] = {}
+        for w in saved.pending_writes:
+            if w.channel == SCHEDULED:
+                done[w.task_id] = list(w.value or [])
+            elif w.channel not in SPECIAL_WRITE_CHANNELS:
+                grouped.setdefault(w.task_id, []).append((w.channel, w.value))
+        for tid, goto in done.items():
+            targets = [g if isinstance(g, str) else Send(g["node"], g.get("arg")) for g in goto]
+            pending[tid] = TaskResult(grouped.get(tid, []), targets)
+    return Planned(names, sends, pending)
+
+
+async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> Planned:
+    """Route from the tasks that just ran to the next step's tasks."""
+    graph = loop.graph
+    names: dict[str, None] = {}
+    sends: list[Send] = []
+    state = None
+    for task, result in zip(tasks, results, strict=True):
+        src = task.name
+        for target in graph.successors.get(src, ()):
+            if target != END:
+                names[target] = None
+        for target, sources, key in graph.join_index.get(src, ()):
+            seen = loop.barriers.setdefault(key, set())
+            seen.add(src)
+            if seen.issuperset(sources):
+                seen.clear()
+                names[target] = None
+        for branch in graph.branches.get(src, ()):
+            if state is None:
+                values = {k: ch.value for k, ch in loop.channels.items() if ch.value is not MISSING}
+                state = graph.build_state(values)
+            chosen = branch.path(state)
+            if inspect.isawaitable(chosen):
+                chosen = await chosen
+            for target in _as_list(chosen, src, loop.step):
+                if branch.path_map is not None and not isinstance(target, Send):
+                    if target not in branch.path_map:
+                        raise InvalidRouteError(
+                            f"conditional edge after node {src!r} returned {target!r} at "
+                            f"super-step {loop.step}, which is not a key of its path_map "
+                            f"{sorted(map(str, branch.path_map))}",
+                            node=src, target=target, step=loop.step,
+                        )
+                    target = branch.path_map[target]
+                _add_target(loop, src, target, names, sends)
+        for target in result.goto:
+            _add_target(loop, src, target, names, sends)
+    return Planned(list(names), sends)
+
+
+def _as_list(chosen: Any, src: str, step: int) -> list[Any]:
+    if isinstance(chosen, str | Send):
+        return [chosen]
+    if isinstance(chosen, list | tuple | set | frozenset):
+        return list(chosen)
+    if chosen is None:
+        raise InvalidRouteError(
+            f"conditional edge after node {src!r} returned None at super-step {step}; "
+            "return a node name, a list of names, Send packets or END",
+            node=src, target=None, step=step,
+        )
+    return [chosen]
+
+
+def _add_target(
+    loop: RunLoop, src: str, target: Any, names: dict[str, None], sends: list[Send]
+) -> None:
+    nodes = loop.graph.nodes
+    if isinstance(target, Send):
+        if target.node not in nodes:
+            raise InvalidRouteError(
+                f"node {src!r} sent a packet to unknown node {target.node!r} at super-step "
+                f"{loop.step}; known nodes: {sorted(nodes)}",
+                node=src, target=target.node, step=loop.step,
+            )
+        sends.append(target)
+        return
+    if target == END:
+        return
+    if not isinstance(target, str) or target not in nodes:
+        raise InvalidRouteError(
+            f"node {src!r} routed to unknown node {target!r} at super-step {loop.step}; "
+            f"known nodes: {sorted(nodes)}",
+            node=src, target=target, step=loop.step,
+        )
+    names[target] = None

@@ -1,0 +1,437 @@
+"""The super-step loop: one async core that every entry point drives.
+
+A run is a sequence of super-steps (bulk-synchronous, as in Pregel and LangGraph). Each
+step: plan the tasks -> run them concurrently -> apply their writes in task order ->
+save the checkpoint -> emit events -> route to the next tasks. ``RunLoop.run`` below is
+that loop, and it is the whole of it; the pieces it calls live in ``tasks.py`` (running
+one node) and ``routing.py`` (turning writes into the next tasks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from threadloom.checkpoint.base import (
+    INTERRUPT,
+    RESUME,
+    SCHEDULED,
+    Checkpoint,
+    CheckpointTuple,
+    new_checkpoint_id,
+)
+from threadloom.engine.channels import MISSING, Channel
+from threadloom.engine.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
+from threadloom.engine.routing import Planned, next_tasks, plan_from_saved, saved_next
+from threadloom.engine.runtime import Emit, GraphInterrupt
+from threadloom.engine.tasks import Task, TaskResult, make_tasks, run_task, task_id, writes_of
+from threadloom.engine.types import START, Command, Durability, Interrupt
+
+if TYPE_CHECKING:
+    from threadloom.checkpoint.base import BaseCheckpointer
+    from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.stream import StreamSink
+
+
+class RunLoop:
+    """One invocation of a compiled graph on one thread (and namespace).
+
+    Args:
+        graph: the compiled graph.
+        config: the run config; ``configurable`` holds ``thread_id`` etc.
+        checkpointer: where to save, or None.
+        emit: event sink ``(mode, payload)`` or None when nobody streams.
+        modes: the stream modes requested.
+        durability: when checkpoints are written (see ``StateGraph.compile``).
+        blocking_ok: call the checkpointer's sync methods directly (the loop is private).
+        context: the user's ``context=`` object, handed to nodes through ``Runtime``.
+    """
+
+    def __init__(
+        self,
+        graph: CompiledGraph,
+        config: dict[str, Any],
+        *,
+        checkpointer: BaseCheckpointer | None,
+        emit: Emit | None,
+        modes: frozenset[str],
+        durability: Durability,
+        blocking_ok: bool,
+        context: Any = None,
+        namespace: tuple[str, ...] = (),
+        sink: StreamSink | None = None,
+    ) -> None:
+        self.graph = graph
+        self.config = config
+        self.cp = checkpointer
+        self.emit = emit
+        self.modes = modes
+        self.durability = durability
+        self.blocking_ok = blocking_ok
+        self.context = context
+        self.namespace = namespace
+        self.sink = sink
+        self.inline_sync = True
+        self.channels: dict[str, Channel] = {k: s.make() for k, s in graph.specs.items()}
+        self.versions: dict[str, int] = {}
+        self.versions_seen: dict[str, dict[str, int]] = {}
+        self.barriers: dict[str, set[str]] = {}
+        self.step = -2  # the input step of a new thread is -1, its first loop step 0
+        self.saved: CheckpointTuple | None = None
+        self.checkpoint_config: dict[str, Any] = config
+        self.pending_put: asyncio.Task[Any] | None = None
+        self.interrupts: list[Interrupt] = []
+        self.written_keys: dict[str, list[Any]] = {}
+        self._unsaved_exit: tuple[Any, ...] | None = None
+
+    # ---------------------------------------------------------------------------------
+    # This loop right here is the engine: plan -> run -> apply -> save -> emit -> route.
+    # ---------------------------------------------------------------------------------
+    async def run(self, input: Any) -> dict[str, Any]:
+        """Run to the end, a pause or an error; return the output state."""
+        try:
+            await self._loop(input)
+        except BaseException:
+            await self._save_on_exit(failed=True)
+            raise
+        await self._save_on_exit(failed=False)
+        return self.output()
+
+    async def _loop(self, input: Any) -> None:
+        planned, resume = await self._start(input)
+        limit = int(self.config.get("recursion_limit", 25))
+        steps_done = 0
+        skip_before = input is None or isinstance(input, Command)
+        while planned.tasks or planned.sends:
+            if steps_done >= limit:
+                names = tuple(dict.fromkeys(planned.node_names()))
+                raise GraphRecursionError(
+                    f"recursion limit of {limit} super-steps reached without hitting END "
+                    f"(at step {self.step + 1}, next nodes {list(names)}). Raise it with "
+                    f"config={{'recursion_limit': N}} or make the graph stop earlier.",
+                    limit=limit, step=self.step + 1, nodes=names,
+                )
+            self.step += 1
+            tasks = make_tasks(self, planned, remaining=limit - steps_done, resume=resume)
+            if not skip_before and self._pause_before(tasks):
+                self.step -= 1
+                return
+            skip_before = False
+            results = await self._run_tasks(tasks)
+            if self.interrupts:
+                self.step -= 1
+                return
+            updated = self._apply(tasks, results)
+            planned = await next_tasks(self, tasks, results)
+            await self._save("loop", updated, tasks, planned)
+            self._emit_step(tasks, results)
+            steps_done += 1
+            resume = None
+            if self._pause_after(tasks):
+                return
+
+    async def _save_on_exit(self, *, failed: bool) -> None:
+        """Finish pending writes; with ``durability="exit"`` write the last checkpoint."""
+        if self.cp is None:
+            return
+        try:
+            await self._flush_pending_put()
+        finally:
+            if self._unsaved_exit is not None:
+                await self._put_now(self._unsaved_exit)
+
+    # -- start --------------------------------------------------------------------------
+
+    async def _start(self, input: Any) -> tuple[Planned, dict[str, list[Any]] | None]:
+        if self.cp is not None:
+            self.saved = await self._cp_call("get_tuple", self.config)
+            if self.saved is None and self._config_id():
+                from threadloom.engine.errors import CheckpointNotFoundError
+
+                raise CheckpointNotFoundError(
+                    f"checkpoint {self._config_id()!r} not found in thread "
+                    f"{self.config['configurable'].get('thread_id')!r}"
+                )
+        if self.saved is not None:
+            self._restore(self.saved.checkpoint)
+            self.checkpoint_config = self.saved.config
+        if isinstance(input, Command) and input.resume is None and input.goto == ():
+            input = input.update
+        if isinstance(input, Command):
+            return self._start_resume(input)
+        if input is None:
+            if self.saved is None:
+                raise EmptyInputError(
+                    "invoke(None) needs a thread with a saved checkpoint to continue from; "
+                    "this thread has none. Pass an input."
+                )
+            return plan_from_saved(self, self.saved), None
+        return await self._start_input(input), None
+
+    def _start_resume(self, cmd: Command) -> tuple[Planned, dict[str, list[Any]] | None]:
+        if self.saved is None:
+            raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
+        planned = plan_from_saved(self, self.saved)
+        resume: dict[str, list[Any]] = {}
+        previous: dict[str, list[Any]] = {}
+        pending: dict[str, list[Interrupt]] = {}
+        for w in self.saved.pending_writes:
+            if w.channel == RESUME:
+                previous[w.task_id] = list(w.value)
+            elif w.channel == INTERRUPT:
+                pending[w.task_id] = [Interrupt(*i) if not isinstance(i, Interrupt) else i
+                                      for i in w.value]
+        for task_id, interrupts in pending.items():
+            value = cmd.resume
+            if isinstance(value, Mapping) and any(i.id in value for i in interrupts):
+                matched = [value[i.id] for i in interrupts if i.id in value]
+                if not matched:
+                    continue
+                value = matched[0]
+            resume[task_id] = previous.get(task_id, []) + [value]
+        if cmd.update is not None or cmd.goto:
+            planned = planned.with_command(self, cmd)
+        return planned, resume
+
+    async def _start_input(self, input: Any) -> Planned:
+        writes = writes_of(self.graph, START, input, self.step + 1, input_mode=True)
+        nodes = [START] * len(writes)
+        updated = self._apply_writes(writes, nodes)
+        self.step += 1
+        planned = await next_tasks(self, [Task.virtual_start()], [TaskResult(writes, [])])
+        await self._save("input", updated, [], planned)
+        if "values" in self.modes and self.emit is not None:
+            self.emit("values", self.output())
+        return planned
+
+    def _restore(self, cp: Checkpoint) -> None:
+        for key, value in cp["channel_values"].items():
+            ch = self.channels.get(key)
+            if ch is not None:
+                ch.value = value
+        self.versions = dict(cp["channel_versions"])
+        self.versions_seen = {k: dict(v) for k, v in cp.get("versions_seen", {}).items()}
+        self.barriers = {k: set(v) for k, v in cp.get("barriers", {}).items()}
+        self.step = int(self.saved.metadata.get("step", -1)) if self.saved else -2
+
+    # -- run ----------------------------------------------------------------------------
+
+    async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
+        todo = [t for t in tasks if t.result is None]
+        if len(todo) == 1 and len(tasks) == 1:
+            self.inline_sync = True
+            task = todo[0]
+            try:
+                task.result = await run_task(self, task)
+            except GraphInterrupt as gi:
+                await self._record_interrupt(task, gi)
+            except BaseException as exc:
+                await self._record_error(task, exc)
+                raise
+            return [t.result or TaskResult([], []) for t in tasks]
+        self.inline_sync = False
+        await self._run_many(todo, record=len(tasks) > 1)
+        return [t.result or TaskResult([], []) for t in tasks]
+
+    async def _run_many(self, todo: list[Task], *, record: bool) -> None:
+        async def one(task: Task) -> None:
+            try:
+                task.result = await run_task(self, task)
+            except GraphInterrupt as gi:
+                await self._record_interrupt(task, gi)
+                return
+            if record:
+                await self._record_writes(task)
+
+        running = [asyncio.ensure_future(one(t)) for t in todo]
+        try:
+            done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
+        except BaseException:
+            for fut in running:
+                fut.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+        for fut in pending:
+            fut.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for task, fut in zip(todo, running, strict=True):
+            if fut.done() and not fut.cancelled() and fut.exception() is not None:
+                error = fut.exception()
+                await self._record_error(task, error)  # type: ignore[arg-type]
+                raise error  # type: ignore[misc]
+
+    async def _record_writes(self, task: Task) -> None:
+        if self.cp is None or self.durability == "exit" or task.result is None:
+            return
+        result = task.result
+        writes = [*result.writes, (SCHEDULED, result.goto_payload())]
+        await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
+
+    async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
+        self.interrupts.extend(gi.interrupts)
+        if self.cp is None:
+            return
+        if self.durability == "exit":
+            if self._unsaved_exit is not None:
+                await self._put_now(self._unsaved_exit)
+            base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
+            task.id = task_id(base, self.step, task.index, task.name)
+        writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
+        if task.resume:
+            writes.append((RESUME, list(task.resume)))
+        await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
+
+    async def _record_error(self, task: Task, exc: BaseException) -> None:
+        if self.cp is None or self.durability == "exit" or isinstance(
+            exc, asyncio.CancelledError
+        ):
+            return
+        text = f"{type(exc).__name__}: {exc}"
+        try:
+            await self._cp_call("put_writes", self.checkpoint_config, [("__error__", text)], task.id)
+        except Exception as save_exc:  # the original error matters more
+            exc.add_note(f"(the error could not be recorded in the checkpoint: {save_exc})")
+
+    # -- apply --------------------------------------------------------------------------
+
+    def _apply(self, tasks: list[Task], results: list[TaskResult]) -> set[str]:
+        writes: list[tuple[str, Any]] = []
+        nodes: list[str] = []
+        for task, result in zip(tasks, results, strict=True):
+            for write in result.writes:
+                writes.append(write)
+                nodes.append(task.name)
+        if self.cp is not None:
+            for task in tasks:
+                self.versions_seen[task.name] = dict(self.versions)
+        updated = self._apply_writes(writes, nodes)
+        if self.namespace:
+            for key, value in writes:
+                self.written_keys.setdefault(key, []).append(value)
+        return updated
+
+    def _apply_writes(self, writes: list[tuple[str, Any]], nodes: list[str]) -> set[str]:
+        grouped: dict[str, tuple[list[Any], list[str]]] = {}
+        for (key, value), node in zip(writes, nodes, strict=True):
+            entry = grouped.get(key)
+            if entry is None:
+                grouped[key] = ([value], [node])
+            else:
+                entry[0].append(value)
+                entry[1].append(node)
+        updated: set[str] = set()
+        step = self.step + 1 if nodes and nodes[0] == START else self.step
+        channels = self.channels
+        for key, (values, who) in grouped.items():
+            if channels[key].update(values, who, step):
+                updated.add(key)
+        for key, ch in channels.items():
+            if ch.ephemeral and ch.end_step(key in grouped):
+                updated.add(key)
+        for key in updated:
+            self.versions[key] = self.versions.get(key, 0) + 1
+        return updated
+
+    # -- save ---------------------------------------------------------------------------
+
+    async def _save(
+        self, source: str, updated: set[str], tasks: list[Task], planned: Planned
+    ) -> None:
+        if self.cp is None:
+            return
+        checkpoint: Checkpoint = {
+            "v": 1,
+            "id": new_checkpoint_id(),
+            "ts": _dt.datetime.now(_dt.UTC).isoformat(),
+            "channel_values": {
+                k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING
+            },
+            "channel_versions": dict(self.versions),
+            "versions_seen": {k: dict(v) for k, v in self.versions_seen.items()},
+            "next": saved_next(planned),
+            "barriers": {k: sorted(v) for k, v in self.barriers.items() if v},
+        }
+        metadata = {
+            "source": source,
+            "step": self.step,
+            "writes": {t.name: sorted({k for k, _ in (t.result.writes if t.result else [])})
+                       for t in tasks},
+            "parents": {},
+        }
+        new_versions = {k: self.versions[k] for k in updated}
+        if self.durability == "exit":
+            merged = dict(self._unsaved_exit[3]) if self._unsaved_exit else {}
+            merged.update(new_versions)
+            self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
+            return
+        await self._flush_pending_put()
+        if self.durability == "async" and not self.blocking_ok:
+            self.pending_put = asyncio.ensure_future(
+                self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))
+            )
+        else:
+            await self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))
+        if "checkpoints" in self.modes and self.emit is not None:
+            self.emit("checkpoints", {"id": checkpoint["id"], "metadata": metadata,
+                                      "next": planned.node_names()})
+
+    async def _put_now(self, args: tuple[Any, ...]) -> None:
+        config = await self._cp_call("put", *args)
+        self.checkpoint_config = config
+        self._unsaved_exit = None
+
+    async def _flush_pending_put(self) -> None:
+        if self.pending_put is not None:
+            put, self.pending_put = self.pending_put, None
+            await put
+
+    async def _cp_call(self, method: str, *args: Any) -> Any:
+        cp = self.cp
+        if self.blocking_ok or getattr(cp, "inline_io", False):
+            return getattr(cp, method)(*args)
+        return await getattr(cp, "a" + method)(*args)
+
+    def _config_id(self) -> str | None:
+        return (self.config.get("configurable") or {}).get("checkpoint_id")
+
+    # -- pauses and events --------------------------------------------------------------
+
+    def _pause_before(self, tasks: list[Task]) -> bool:
+        names = self.graph.interrupt_before
+        return bool(names) and any(t.name in names for t in tasks)
+
+    def _pause_after(self, tasks: list[Task]) -> bool:
+        names = self.graph.interrupt_after
+        return bool(names) and any(t.name in names for t in tasks)
+
+    def _emit_step(self, tasks: list[Task], results: list[TaskResult]) -> None:
+        emit = self.emit
+        if emit is None:
+            return
+        if "updates" in self.modes:
+            for task, result in zip(tasks, results, strict=True):
+                emit("updates", {task.name: result.update_view()})
+        if "values" in self.modes:
+            emit("values", self.output())
+
+    def output(self) -> dict[str, Any]:
+        """The state restricted to the output keys (channels without a value are left out)."""
+        channels = self.channels
+        out = {}
+        for key in self.graph.output_keys:
+            value = channels[key].value
+            if value is not MISSING:
+                out[key] = value
+        return out
+
+    def raise_if_invalid_key(self, node: str, key: str) -> None:
+        """Raise ``InvalidUpdateError`` for a write to a key that is not a channel."""
+        if key not in self.channels:
+            raise InvalidUpdateError(
+                f"node {node!r} wrote key {key!r}, which is not in the state schema "
+                f"(keys: {sorted(self.channels)}) at super-step {self.step}",
+                field=key, nodes=(node,), step=self.step,
+            )

@@ -1,0 +1,199 @@
+"""State schemas (TypedDict, dataclass, pydantic) turned into channel specs.
+
+A field annotated ``Annotated[T, reducer]`` becomes a ``Reduced`` channel; a field carrying
+the ``Ephemeral`` marker is cleared one step after it was written; any other field is a
+``LastValue`` channel. As in LangGraph, the reducer is the callable found in the
+``Annotated`` metadata; a reduced list/dict/set/int/str field starts from its type's empty
+value, so ``state["messages"]`` is ``[]`` before anybody wrote it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import typing_extensions
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
+from threadloom.engine.errors import GraphBuildError
+
+SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
+_EMPTY_CONSTRUCTIBLE = (list, dict, set, tuple, int, float, str, frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    """How to build one state key's channel.
+
+    Attributes:
+        key: the state key.
+        annotation: the field's type, without ``Annotated`` metadata.
+        reducer: the merge function, or None for a last-value channel.
+        ephemeral: cleared one step after it was written.
+        default: the initial value, or ``MISSING``.
+    """
+
+    key: str
+    annotation: Any
+    reducer: Callable[[Any, Any], Any] | None
+    ephemeral: bool
+    default: Any
+
+    def make(self) -> Channel:
+        """A fresh channel holding the initial value."""
+        default = self.default
+        if isinstance(default, _Factory):
+            default = default()
+        if self.reducer is None:
+            return LastValue(self.key, initial=default, ephemeral=self.ephemeral)
+        return Reduced(self.key, self.reducer, initial=default, ephemeral=self.ephemeral)
+
+
+class _Factory:
+    """A default that must be built fresh for each run (mutable containers)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+
+def schema_kind(schema: Any) -> SchemaKind:
+    """Which kind of state schema ``schema`` is.
+
+    Raises:
+        GraphBuildError: when it is none of TypedDict, dataclass, pydantic model, dict.
+    """
+    if schema is dict:
+        return "dict"
+    if isinstance(schema, type):
+        if typing.is_typeddict(schema) or typing_extensions.is_typeddict(schema):
+            return "typeddict"
+        if dataclasses.is_dataclass(schema):
+            return "dataclass"
+        if hasattr(schema, "model_fields") and hasattr(schema, "model_construct"):
+            return "pydantic"
+    raise GraphBuildError(
+        f"state schema {schema!r} is not a TypedDict, dataclass or pydantic model"
+    )
+
+
+def channel_specs(schema: Any) -> dict[str, ChannelSpec]:
+    """Read a state schema's fields into channel specs, in field order.
+
+    Raises:
+        GraphBuildError: for an unsupported schema or an unreadable annotation.
+    """
+    kind = schema_kind(schema)
+    if kind == "dict":
+        return {}
+    try:
+        hints = get_type_hints(schema, include_extras=True)
+    except Exception as exc:
+        raise GraphBuildError(f"cannot read the type hints of {schema.__qualname__}: {exc}") from exc
+    defaults = _field_defaults(schema, kind)
+    specs: dict[str, ChannelSpec] = {}
+    for key, hint in hints.items():
+        if key.startswith("__") or (kind == "pydantic" and key not in schema.model_fields):
+            continue
+        specs[key] = _spec(key, hint, defaults.get(key, MISSING))
+    return specs
+
+
+def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
+    base, reducer, ephemeral = hint, None, False
+    if get_origin(hint) is typing.Annotated:
+        base, *meta = get_args(hint)
+        for item in meta:
+            if item is Ephemeral or isinstance(item, Ephemeral):
+                ephemeral = True
+            elif callable(item) and not isinstance(item, type):
+                reducer = item
+    if reducer is not None and default is MISSING:
+        origin = get_origin(base) or base
+        if origin in _EMPTY_CONSTRUCTIBLE:
+            default = _Factory(origin) if origin in (list, dict, set) else origin()
+    return ChannelSpec(key, base, reducer, ephemeral, default)
+
+
+def _field_defaults(schema: Any, kind: SchemaKind) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if kind == "dataclass":
+        for f in dataclasses.fields(schema):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = _Factory(f.default_factory)
+    elif kind == "pydantic":
+        for name, info in schema.model_fields.items():
+            if info.default_factory is not None:
+                out[name] = _Factory(info.default_factory)  # type: ignore[arg-type]
+            elif not info.is_required():
+                out[name] = info.default
+    return out
+
+
+def merge_specs(*groups: Mapping[str, ChannelSpec]) -> dict[str, ChannelSpec]:
+    """Union of several schemas' specs; the first schema to name a key wins."""
+    out: dict[str, ChannelSpec] = {}
+    for group in groups:
+        for key, spec in group.items():
+            out.setdefault(key, spec)
+    return out
+
+
+def state_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
+    """A function turning a dict of channel values into the form nodes receive.
+
+    TypedDict and plain dict schemas get the dict itself; dataclasses are constructed;
+    pydantic models are built with ``model_construct`` (no re-validation per step).
+    """
+    kind = schema_kind(schema)
+    if kind in ("typeddict", "dict"):
+        return _identity
+    if kind == "pydantic":
+        fields = set(schema.model_fields)
+
+        def build_model(values: dict[str, Any]) -> Any:
+            return schema.model_construct(**{k: v for k, v in values.items() if k in fields})
+
+        return build_model
+    names = {f.name for f in dataclasses.fields(schema)}
+
+    def build_dataclass(values: dict[str, Any]) -> Any:
+        try:
+            return schema(**{k: v for k, v in values.items() if k in names})
+        except TypeError as exc:
+            raise GraphBuildError(
+                f"cannot build state {schema.__qualname__} from keys {sorted(values)}: {exc}. "
+                f"Give its fields defaults or pass them in the input."
+            ) from exc
+
+    return build_dataclass
+
+
+def _identity(values: dict[str, Any]) -> dict[str, Any]:
+    return values
+
+
+def schema_keys(schema: Any) -> tuple[str, ...]:
+    """The keys a schema names, in order (empty for ``dict``)."""
+    return tuple(channel_specs(schema))
+
+
+def update_from_object(obj: Any) -> dict[str, Any] | None:
+    """Turn a dataclass or pydantic instance returned by a node into an update dict.
+
+    Only explicitly-set fields count for pydantic models. Returns None for other objects.
+    """
+    if hasattr(obj, "model_fields_set") and hasattr(obj, "model_dump"):
+        return {k: getattr(obj, k) for k in obj.model_fields_set}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return None

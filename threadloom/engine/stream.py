@@ -1,0 +1,109 @@
+"""Stream modes: where run events go and how they are shaped for the caller.
+
+Modes (as LangGraph's): ``values`` (the whole state after each step), ``updates``
+(``{node: update}`` per task), ``messages`` (``(chunk, metadata)`` per LLM token),
+``custom`` (what nodes write with ``get_stream_writer()``), ``debug`` (task starts,
+results and checkpoints), ``checkpoints`` (each saved checkpoint).
+
+Events may come from worker threads (sync nodes, chat models), so the sink hands them to
+the event loop thread-safely. A run that fails or is cancelled always closes the sink
+with the error, so no consumer is left waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.engine.runtime import Emit
+
+STREAM_MODES = frozenset({"values", "updates", "messages", "custom", "debug", "checkpoints"})
+_PASS_THROUGH = frozenset({"messages", "custom"})
+
+
+class _Done:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+def normalize_modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
+    """Return ``(modes, single)``; ``single`` when the caller gave one mode as a string.
+
+    Raises:
+        ValueError: for an unknown mode.
+    """
+    single = isinstance(stream_mode, str)
+    modes = [stream_mode] if single else list(stream_mode)  # type: ignore[list-item]
+    for mode in modes:
+        if mode not in STREAM_MODES:
+            raise ValueError(f"unknown stream mode {mode!r}; choose from {sorted(STREAM_MODES)}")
+    return modes, single
+
+
+class StreamSink:
+    """A queue of ``(namespace, mode, payload)`` events fed from any thread.
+
+    Args:
+        modes: the modes the caller asked for.
+        subgraphs: pass subgraphs' ``values``/``updates``/``debug`` events through too
+            (their ``messages`` and ``custom`` events always pass).
+    """
+
+    def __init__(self, modes: Sequence[str], subgraphs: bool) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.thread = threading.get_ident()
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.modes = frozenset(modes)
+        self.subgraphs = subgraphs
+
+    def bind(self, namespace: tuple[str, ...]) -> Emit:
+        """An ``emit(mode, payload)`` function for one (sub)graph namespace."""
+        put = self._put
+
+        if namespace and not self.subgraphs:
+
+            def emit_nested(mode: str, payload: Any) -> None:
+                if mode in _PASS_THROUGH:
+                    put((namespace, mode, payload))
+
+            return emit_nested
+
+        def emit(mode: str, payload: Any) -> None:
+            put((namespace, mode, payload))
+
+        return emit
+
+    def _put(self, item: Any) -> None:
+        if threading.get_ident() == self.thread:
+            self.queue.put_nowait(item)
+        else:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """End the stream, with the error that ended the run if any."""
+        self._put(_Done(error))
+
+    async def get(self) -> tuple[tuple[str, ...], str, Any] | None:
+        """The next event, or None at the end.
+
+        Raises:
+            BaseException: the run's error, once every earlier event was read.
+        """
+        item = await self.queue.get()
+        if isinstance(item, _Done):
+            if item.error is not None:
+                raise item.error
+            return None
+        return item
+
+
+def shape(item: tuple[tuple[str, ...], str, Any], single: bool, subgraphs: bool) -> Any:
+    """Format one event as the caller's ``stream_mode``/``subgraphs`` choice asks."""
+    namespace, mode, payload = item
+    if subgraphs:
+        return (namespace, payload) if single else (namespace, mode, payload)
+    return payload if single else (mode, payload)

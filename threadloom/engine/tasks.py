@@ -1,0 +1,337 @@
+"""Running one task: call the node (with retries), and turn what it returned into writes.
+
+A task is one node call in one super-step: a node triggered by edges (it receives the
+state) or a ``Send`` packet (it receives the packet's argument).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from threadloom.engine.channels import MISSING, Reduced
+from threadloom.engine.errors import InvalidUpdateError, add_node_note
+from threadloom.engine.runtime import _TASK, GraphInterrupt, Runtime, TaskContext, _noop
+from threadloom.engine.schema import update_from_object
+from threadloom.engine.types import START, Command, Send
+
+if TYPE_CHECKING:
+    from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.graph import NodeSpec
+    from threadloom.engine.routing import Planned
+    from threadloom.engine.scheduler import RunLoop
+
+
+class ParentCommand(BaseException):  # noqa: N818 - control flow, not an error
+    """A ``Command(graph=Command.PARENT)`` travelling from a subgraph to its parent node."""
+
+    def __init__(self, command: Command) -> None:
+        super().__init__(command)
+        self.command = command
+
+
+@dataclass(slots=True)
+class TaskResult:
+    """What a finished task wrote: ``(key, value)`` pairs and where it routed."""
+
+    writes: list[tuple[str, Any]]
+    goto: list[str | Send]
+
+    def goto_payload(self) -> list[Any]:
+        """``goto`` in a codec-storable form."""
+        return [g if isinstance(g, str) else {"node": g.node, "arg": g.arg} for g in self.goto]
+
+    def update_view(self) -> dict[str, Any] | None:
+        """The task's writes as one dict, as the ``updates`` stream mode shows them."""
+        if not self.writes:
+            return None
+        out: dict[str, Any] = {}
+        for key, value in self.writes:
+            if key in out:
+                prev = out[key]
+                out[key] = [*prev, value] if isinstance(prev, _Many) else _Many([prev, value])
+            else:
+                out[key] = value
+        return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
+
+
+class _Many(list):  # several writes to one key by one task
+    pass
+
+
+@dataclass(slots=True)
+class Task:
+    """One node call planned for a super-step."""
+
+    name: str
+    node: NodeSpec | None
+    input: Any
+    id: str
+    index: int
+    remaining: int
+    resume: list[Any] | None = None
+    result: TaskResult | None = None
+
+    @staticmethod
+    def virtual_start() -> Task:
+        """The pseudo-task whose writes are the run's input."""
+        return Task(START, None, None, START, -1, 0)
+
+
+def task_id(checkpoint_id: str, step: int, index: int, name: str) -> str:
+    """A task id that is the same when the same step is planned again from a checkpoint."""
+    raw = f"{checkpoint_id}|{step}|{index}|{name}".encode()
+    return hashlib.blake2b(raw, digest_size=12).hexdigest()
+
+
+def make_tasks(
+    loop: RunLoop, planned: Planned, *, remaining: int, resume: dict[str, list[Any]] | None
+) -> list[Task]:
+    """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
+    graph = loop.graph
+    values = {k: ch.value for k, ch in loop.channels.items() if ch.value is not MISSING}
+    shared = len(planned.tasks) + len(planned.sends) == 1
+    base = (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
+    hashed = loop.cp is not None or loop.namespace
+    tasks: list[Task] = []
+    for index, name in enumerate(planned.tasks):
+        node = graph.nodes[name]
+        view = values if shared else dict(values)
+        if node.build_input is not None:
+            state = node.build_input({k: v for k, v in view.items() if k in node.input_keys})
+        else:
+            state = graph.build_state(view)
+        tid = task_id(base, loop.step, index, name) if hashed else f"{loop.step}:{index}"
+        tasks.append(Task(name, node, state, tid, index, remaining))
+    offset = len(planned.tasks)
+    for i, send in enumerate(planned.sends):
+        index = offset + i
+        node = graph.nodes[send.node]
+        tid = task_id(base, loop.step, index, send.node) if hashed else f"{loop.step}:{index}"
+        tasks.append(Task(send.node, node, send.arg, tid, index, remaining))
+    for task in tasks:
+        done = planned.pending.get(task.id)
+        if done is not None:
+            task.result = done
+        if resume and task.id in resume:
+            task.resume = resume[task.id]
+    return tasks
+
+
+async def run_task(loop: RunLoop, task: Task) -> TaskResult:
+    """Call the task's node, retrying per its ``RetryPolicy``; return its writes.
+
+    Raises:
+        GraphInterrupt: the node paused.
+        Exception: what the node raised (after retries), with a note naming node and step.
+    """
+    node = task.node
+    if node is None:
+        raise RuntimeError("virtual task cannot run")
+    ctx = TaskContext(
+        node=task.name, step=loop.step, task_id=task.id, config=loop.config, emit=loop.emit,
+        modes=loop.modes, remaining_steps=task.remaining, namespace=loop.namespace,
+        resume=list(task.resume or ()), context=loop.context,
+        streamed_ids=set() if "messages" in loop.modes else None,
+    )
+    attempt = 0
+    debug = loop.emit is not None and "debug" in loop.modes
+    if debug:
+        loop.emit("debug", {"type": "task", "step": loop.step, "payload": {
+            "id": task.id, "name": task.name, "input": task.input}})
+    while True:
+        attempt += 1
+        ctx.interrupt_index = 0
+        try:
+            result = await _call(loop, task, node, ctx)
+            break
+        except (GraphInterrupt, ParentCommand, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            policy = node.retry
+            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                add_node_note(exc, task.name, loop.step)
+                if debug:
+                    loop.emit("debug", {"type": "task_result", "step": loop.step, "payload": {
+                        "id": task.id, "name": task.name, "error": repr(exc)}})
+                raise
+            await asyncio.sleep(policy.interval(attempt))
+    writes, goto = writes_of(loop.graph, task.name, result, loop.step)
+    out = TaskResult(writes, goto)
+    if ctx.streamed_ids is not None and loop.emit is not None:
+        _emit_unstreamed_messages(loop, ctx, writes)
+    if debug:
+        loop.emit("debug", {"type": "task_result", "step": loop.step, "payload": {
+            "id": task.id, "name": task.name, "result": out.update_view()}})
+    return out
+
+
+async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> Any:
+    if node.subgraph is not None:
+        from threadloom.engine.subgraph import run_subgraph
+
+        token = _TASK.set(ctx)
+        try:
+            return await run_subgraph(loop, task, ctx)
+        finally:
+            _TASK.reset(token)
+    kwargs = _node_kwargs(node, ctx) if (
+        node.wants_config or node.wants_runtime or node.wants_writer) else None
+    token = _TASK.set(ctx)
+    try:
+        if node.is_async:
+            return await (node.fn(task.input, **kwargs) if kwargs else node.fn(task.input))
+        if loop.blocking_ok and loop.inline_sync:
+            return node.fn(task.input, **kwargs) if kwargs else node.fn(task.input)
+        copy = contextvars.copy_context()
+        fn = node.fn
+        call = (lambda: fn(task.input, **kwargs)) if kwargs else (lambda: fn(task.input))
+        return await asyncio.get_running_loop().run_in_executor(None, copy.run, call)
+    finally:
+        _TASK.reset(token)
+
+
+def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
+    from threadloom.engine.runtime import get_stream_writer
+
+    kwargs: dict[str, Any] = {}
+    if node.wants_config:
+        kwargs["config"] = ctx.config
+    writer = None
+    if node.wants_writer or node.wants_runtime:
+        token = _TASK.set(ctx)
+        try:
+            writer = get_stream_writer()
+        finally:
+            _TASK.reset(token)
+    if node.wants_writer:
+        kwargs["writer"] = writer or _noop
+    if node.wants_runtime:
+        kwargs["runtime"] = Runtime(
+            config=ctx.config, node=ctx.node, step=ctx.step,
+            remaining_steps=ctx.remaining_steps, stream_writer=writer or _noop,
+            context=ctx.context,
+        )
+    return kwargs
+
+
+def _emit_unstreamed_messages(loop: RunLoop, ctx: TaskContext, writes: list[tuple[str, Any]]) -> None:
+    from threadloom.engine.runtime import message_metadata
+
+    seen = ctx.streamed_ids or set()
+    for _, value in writes:
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if getattr(item, "type", None) in ("ai", "tool", "human", "system", "AIMessageChunk"):
+                if getattr(item, "id", None) in seen:
+                    continue
+                loop.emit("messages", (item, message_metadata(ctx)))
+
+
+def writes_of(
+    graph: CompiledGraph, node: str, result: Any, step: int, *, input_mode: bool = False
+) -> tuple[list[tuple[str, Any]], list[str | Send]] | list[tuple[str, Any]]:
+    """Turn a node's return value (or the run's input) into ``(key, value)`` writes.
+
+    Returns ``(writes, goto)`` for a node, or just the writes with ``input_mode``.
+
+    Raises:
+        InvalidUpdateError: for a return value of the wrong kind or an unknown key.
+    """
+    writes: list[tuple[str, Any]] = []
+    goto: list[str | Send] = []
+    _collect(graph, node, result, step, writes, goto, input_mode)
+    if input_mode:
+        return writes
+    return writes, goto
+
+
+def _collect(
+    graph: CompiledGraph, node: str, result: Any, step: int,
+    writes: list[tuple[str, Any]], goto: list[str | Send], input_mode: bool,
+) -> None:
+    if result is None:
+        return
+    if isinstance(result, Mapping):
+        _add_update(graph, node, result.items(), step, writes, input_mode)
+    elif isinstance(result, Command):
+        if result.graph == Command.PARENT:
+            raise ParentCommand(result)
+        if result.update is not None:
+            update = result.update
+            items = update.items() if isinstance(update, Mapping) else (
+                update if isinstance(update, list | tuple) else None)
+            if items is None:
+                obj = update_from_object(update)
+                if obj is None:
+                    raise _bad_return(node, update, step, "Command.update")
+                items = obj.items()
+            _add_update(graph, node, items, step, writes, input_mode)
+        goto.extend(result.goto_list())
+    elif isinstance(result, list | tuple) and not input_mode and all(
+        isinstance(r, Mapping | Command) for r in result
+    ):
+        for item in result:
+            _collect(graph, node, item, step, writes, goto, input_mode)
+    else:
+        obj = update_from_object(result)
+        if obj is None:
+            raise _bad_return(node, result, step, "input" if input_mode else "return value")
+        _add_update(graph, node, obj.items(), step, writes, input_mode)
+
+
+def _bad_return(node: str, value: Any, step: int, what: str) -> InvalidUpdateError:
+    who = "the run's input" if what == "input" else f"node {node!r}"
+    return InvalidUpdateError(
+        f"{who} gave {type(value).__name__} {_short(value)} as its {what} at super-step "
+        f"{step}; expected a dict of state updates, a Command or None",
+        nodes=(node,), step=step,
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _add_update(
+    graph: CompiledGraph, node: str, items: Any, step: int,
+    writes: list[tuple[str, Any]], input_mode: bool,
+) -> None:
+    specs = graph.specs
+    input_keys = graph.input_keys
+    for key, value in items:
+        spec = specs.get(key)
+        if spec is None:
+            who = "the run's input" if input_mode else f"node {node!r}"
+            raise InvalidUpdateError(
+                f"{who} wrote key {key!r}, which is not in the state schema "
+                f"(keys: {sorted(specs)}) at super-step {step}",
+                field=key, nodes=(node,), step=step,
+            )
+        if input_mode and key not in input_keys:
+            continue
+        if spec.reducer is None or getattr(spec.reducer, "__name__", "") != "add_messages":
+            _refuse_remove_markers(key, value, node, step)
+        writes.append((key, value))
+
+
+def _refuse_remove_markers(key: str, value: Any, node: str, step: int) -> None:
+    items = value if isinstance(value, list | tuple) else (value,)
+    for item in items:
+        if getattr(item, "type", None) == "remove":
+            raise InvalidUpdateError(
+                f"node {node!r} wrote a RemoveMessage to state key {key!r} at super-step "
+                f"{step}, but RemoveMessage needs the add_messages reducer: annotate the key "
+                f"as Annotated[list[AnyMessage], add_messages]",
+                field=key, nodes=(node,), step=step,
+            )
+
+
+def is_reduced(channel: Any) -> bool:
+    """Whether a channel merges writes through a reducer."""
+    return isinstance(channel, Reduced)

@@ -1,0 +1,267 @@
+"""`OpenAIChatModel`: any OpenAI-compatible chat-completions server, via the `openai` package.
+
+One adapter for OpenAI, Azure OpenAI (``base_url`` of the deployment), Ollama, vLLM, LM
+Studio, llama.cpp's server, DeepSeek, Groq, Gemini's compatibility endpoint... The
+official client does HTTP, retries (``max_retries``) and SSE; this module builds requests
+(history in wire format, tools, system-message merging, JSON-schema tool prompting) and
+hands responses to :mod:`threadloom.models.openai_wire`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Literal
+
+import openai
+from pydantic import SecretStr
+
+from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage, to_openai_messages
+
+from .base import BaseChatModel, guard_tool_calls, new_message_id
+from .openai_wire import StreamConverter, map_error, parse_completion
+
+__all__ = ["OpenAIChatModel"]
+
+ToolCalling = Literal["native", "json_schema", "auto"]
+_CHOICE_WORDS = ("auto", "none", "required")
+_CREATE_PARAMS = frozenset(
+    inspect.signature(openai.resources.chat.Completions.create).parameters) - {"self"}
+
+
+def _tool_prompting() -> Any:
+    """The JSON-schema tool-prompting module (``build_request``/``parse_reply``)."""
+    try:
+        from threadloom.models import tool_prompting
+    except ImportError as exc:  # the seam: tool prompting ships separately
+        raise NotImplementedError(
+            "tool_calling='json_schema'/'auto' needs threadloom.models.tool_prompting, "
+            "which is not available") from exc
+    return tool_prompting
+
+
+def _merge_systems(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """All system messages joined (in order, blank line between) into one at index 0."""
+    systems = [m for m in wire if m.get("role") == "system"]
+    if not systems:
+        return wire
+    text = "\n\n".join(_text(m.get("content")) for m in systems)
+    return [{"role": "system", "content": text}] + [m for m in wire if m.get("role") != "system"]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+class OpenAIChatModel(BaseChatModel):
+    """A chat model speaking the OpenAI chat-completions protocol.
+
+    Args:
+        model: the model name sent as ``model`` (e.g. ``"gpt-4o-mini"``, ``"llama3"``).
+        base_url: the API root (``.../v1``); None uses ``OPENAI_BASE_URL`` or OpenAI's.
+        api_key: None uses ``OPENAI_API_KEY``; servers without keys (Ollama, vLLM) get a
+            placeholder when ``base_url`` is set. Kept as a ``SecretStr``, masked in repr.
+        organization: OpenAI organization id.
+        timeout: seconds per request (None: the client's default).
+        max_retries: retries the client makes on 408/409/429/5xx/connection errors
+            (None: the client's default, 2).
+        empty_content: the ``content`` sent for an assistant message with tool calls and
+            no text: ``""`` (default, accepted by LM Studio/llama.cpp) or None (``null``,
+            strict OpenAI), case H23.
+        merge_system_messages: join every system message into one at index 0 (for chat
+            templates that reject a later system message, case H24). Off: sent as is.
+        tool_calling: ``"native"`` sends ``tools``; ``"json_schema"`` prompts for tool
+            calls through a JSON-schema ``response_format`` (models without native tool
+            support); ``"auto"`` sends ``tools`` and also accepts a reply whose text is a
+            JSON tool call.
+        default_headers: extra HTTP headers on every request.
+        include_reasoning: echo ``reasoning_content`` of earlier assistant turns (DeepSeek's
+            thinking mode with tools expects it).
+        http_client: an ``httpx`` client for the sync ``openai.OpenAI`` client (proxies,
+            custom transports, connection sharing); None lets the client make its own.
+        streaming: ``invoke`` always streams from the server and assembles the reply
+            (servers that only stream; long replies). Inside a graph run that streams
+            ``messages`` it streams regardless.
+        **generation_kwargs: default request settings (``temperature``, ``max_tokens``,
+            ``seed``...); keys the client does not know go in ``extra_body``.
+
+    Raises:
+        ValueError: ``tool_calling`` is not one of the three modes.
+    """
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
+                 *, organization: str | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, empty_content: str | None = "",
+                 merge_system_messages: bool = False, tool_calling: ToolCalling = "native",
+                 default_headers: dict[str, str] | None = None,
+                 include_reasoning: bool = False, http_client: Any = None,
+                 streaming: bool = False, **generation_kwargs: Any) -> None:
+        if tool_calling not in ("native", "json_schema", "auto"):
+            raise ValueError(f"tool_calling must be 'native', 'json_schema' or 'auto', "
+                             f"got {tool_calling!r}")
+        self.model = model
+        self.base_url = base_url
+        self._api_key = SecretStr(api_key) if api_key else None
+        self.organization = organization
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.empty_content = empty_content
+        self.merge_system_messages = merge_system_messages
+        self.tool_calling: ToolCalling = tool_calling
+        self.default_headers = dict(default_headers or {})
+        self.include_reasoning = include_reasoning
+        self.http_client = http_client
+        self.streaming = streaming
+        self.generation_kwargs = generation_kwargs
+        self._client: openai.OpenAI | None = None
+        self._aclients: dict[int, openai.AsyncOpenAI] = {}
+
+    def __repr__(self) -> str:
+        key = "None" if self._api_key is None else "'**********'"
+        return (f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, "
+                f"api_key={key}, tool_calling={self.tool_calling!r})")
+
+    # -- clients --------------------------------------------------------------------------
+    def _client_kwargs(self) -> dict[str, Any]:
+        import os
+
+        kw: dict[str, Any] = {"base_url": self.base_url, "organization": self.organization,
+                              "default_headers": self.default_headers or None}
+        if self._api_key is not None:
+            kw["api_key"] = self._api_key.get_secret_value()
+        elif not os.environ.get("OPENAI_API_KEY") and (
+                self.base_url or os.environ.get("OPENAI_BASE_URL")):
+            kw["api_key"] = "not-needed"  # local servers ignore the key
+        if self.timeout is not None:
+            kw["timeout"] = self.timeout
+        if self.max_retries is not None:
+            kw["max_retries"] = self.max_retries
+        return kw
+
+    @property
+    def where(self) -> str:
+        """``model 'x' at <url>``, used in error messages."""
+        url = self.base_url or (self._client.base_url if self._client else "the OpenAI API")
+        return f"model {self.model!r} at {url}"
+
+    @property
+    def client(self) -> openai.OpenAI:
+        """The sync ``openai.OpenAI`` client, created on first use."""
+        if self._client is None:
+            kwargs = self._client_kwargs()
+            if self.http_client is not None:
+                kwargs["http_client"] = self.http_client
+            try:
+                self._client = openai.OpenAI(**kwargs)
+            except openai.OpenAIError as exc:
+                raise map_error(exc, where=self.where) from exc
+        return self._client
+
+    @property
+    def async_client(self) -> openai.AsyncOpenAI:
+        """The ``openai.AsyncOpenAI`` client of the running event loop, created on first use."""
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._aclients:
+            try:
+                self._aclients = {loop: openai.AsyncOpenAI(**self._client_kwargs())}
+            except openai.OpenAIError as exc:
+                raise map_error(exc, where=self.where) from exc
+        return self._aclients[loop]
+
+    def close(self) -> None:
+        """Close the sync client's connections (async clients close with their loop)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- requests -------------------------------------------------------------------------
+    def request_params(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                       opts: dict[str, Any], *, stream: bool) -> dict[str, Any]:
+        """The keyword arguments for ``client.chat.completions.create``."""
+        wire = to_openai_messages(msgs, empty_content=self.empty_content,
+                                  include_reasoning=self.include_reasoning)
+        if self.merge_system_messages:
+            wire = _merge_systems(wire)
+        params: dict[str, Any] = {**self.generation_kwargs, **opts}
+        choice = params.get("tool_choice")
+        if isinstance(choice, str) and choice not in _CHOICE_WORDS:
+            params["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if tools and self.tool_calling == "json_schema":
+            params.pop("tool_choice", None)
+            params.update(_tool_prompting().build_request(wire, tools))
+        else:
+            params["messages"] = wire
+            if tools:
+                params["tools"] = tools
+        if stream:
+            params["stream"] = True
+            params.setdefault("stream_options", {"include_usage": True})
+        params["model"] = self.model
+        extra = {k: params.pop(k) for k in list(params) if k not in _CREATE_PARAMS}
+        if extra:
+            params["extra_body"] = {**extra, **(params.get("extra_body") or {})}
+        return params
+
+    def _finish(self, message: AIMessage, tools: list[dict] | None) -> AIMessage:
+        """Apply JSON-schema tool prompting's reply parsing, then the H14 guard."""
+        if tools and not message.tool_calls and (
+                self.tool_calling == "json_schema"
+                or (self.tool_calling == "auto" and message.text.lstrip().startswith("{"))):
+            wire = _tool_prompting().parse_reply(message.text, tools)
+            parsed = parse_completion({"choices": [{"message": wire}]}, message.id or "")
+            message = message.model_copy(update={"content": parsed.content,
+                                                 "tool_calls": parsed.tool_calls})
+        return guard_tool_calls(message)
+
+    # -- hooks ----------------------------------------------------------------------------
+    def _generate(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                  opts: dict[str, Any]) -> AIMessage:
+        params = self.request_params(msgs, tools, opts, stream=False)
+        try:
+            raw = self.client.chat.completions.with_raw_response.create(**params)
+            data = json.loads(raw.text)
+        except openai.OpenAIError as exc:
+            raise map_error(exc, where=self.where) from exc
+        return parse_completion(data, new_message_id())
+
+    async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                         opts: dict[str, Any]) -> AIMessage:
+        params = self.request_params(msgs, tools, opts, stream=False)
+        try:
+            raw = await self.async_client.chat.completions.with_raw_response.create(**params)
+            data = json.loads(raw.text)
+        except openai.OpenAIError as exc:
+            raise map_error(exc, where=self.where) from exc
+        return parse_completion(data, new_message_id())
+
+    def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                opts: dict[str, Any]) -> Iterator[AIMessageChunk]:
+        params = self.request_params(msgs, tools, opts, stream=True)
+        conv = StreamConverter(new_message_id())
+        try:
+            with self.client.chat.completions.create(**params) as response:
+                for raw in response:
+                    chunk = conv.convert(raw)
+                    if chunk is not None:
+                        yield chunk
+        except openai.OpenAIError as exc:
+            raise map_error(exc, where=self.where) from exc
+        yield conv.finish()
+
+    async def _astream(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                       opts: dict[str, Any]) -> AsyncIterator[AIMessageChunk]:
+        params = self.request_params(msgs, tools, opts, stream=True)
+        conv = StreamConverter(new_message_id())
+        try:
+            async with await self.async_client.chat.completions.create(**params) as response:
+                async for raw in response:
+                    chunk = conv.convert(raw)
+                    if chunk is not None:
+                        yield chunk
+        except openai.OpenAIError as exc:
+            raise map_error(exc, where=self.where) from exc
+        yield conv.finish()

@@ -1,0 +1,233 @@
+"""OpenAI chat-completions wire format -> threadloom messages, and provider errors.
+
+Three jobs, each tested against recorded payloads of OpenAI, Azure, Ollama, vLLM, LM
+Studio, llama.cpp, DeepSeek, Gemini and Groq (``tests/fixtures/providers``):
+
+- :func:`parse_completion`: a non-streamed ``chat.completion`` body -> ``AIMessage``;
+- :class:`StreamConverter`: ``chat.completion.chunk`` objects -> ``AIMessageChunk`` s whose
+  tool-call chunks carry a *normalised* index, so plain merging by index is right even
+  when servers omit ``index`` (case H19) or reuse index 0 for every call (case H20);
+- :func:`map_error`: ``openai`` exceptions -> ``threadloom.engine.errors``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from threadloom.engine.errors import (
+    ContentFilterError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    RateLimitError,
+)
+from threadloom.messages import AIMessage, AIMessageChunk, UsageMetadata, message_from_openai
+
+__all__ = ["StreamConverter", "map_error", "map_usage", "parse_completion"]
+
+_META_KEYS = ("system_fingerprint", "service_tier")
+
+
+def map_usage(usage: Any) -> UsageMetadata | None:
+    """Map an OpenAI ``usage`` (dict or object) to ``UsageMetadata``; None stays None.
+
+    ``prompt_tokens_details.cached_tokens`` becomes ``input_token_details.cache_read`` and
+    ``completion_tokens_details.reasoning_tokens`` ``output_token_details.reasoning`` (the
+    names LangChain uses). A missing ``total_tokens`` is the sum of the two counts.
+    """
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(vars(usage))
+    inp = int(usage.get("prompt_tokens") or 0)
+    out = int(usage.get("completion_tokens") or 0)
+    result: dict[str, Any] = {
+        "input_tokens": inp,
+        "output_tokens": out,
+        "total_tokens": int(usage.get("total_tokens") or inp + out),
+    }
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is None:
+        cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek
+    if cached:
+        result["input_token_details"] = {"cache_read": int(cached)}
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    if reasoning is not None:
+        result["output_token_details"] = {"reasoning": int(reasoning)}
+    return UsageMetadata(**result)  # type: ignore[typeddict-item]
+
+
+def _reasoning_of(obj: Any) -> str | None:
+    """DeepSeek/vLLM/llama.cpp ``reasoning_content``, or Ollama/LM Studio ``reasoning``."""
+    return getattr(obj, "reasoning_content", None) or getattr(obj, "reasoning", None) or None
+
+
+def _metadata(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"finish_reason": choice.get("finish_reason"),
+                            "model_name": data.get("model"), "id": data.get("id")}
+    for key in _META_KEYS:
+        if data.get(key) is not None:
+            meta[key] = data[key]
+    if data.get("prompt_filter_results") is not None:
+        meta["prompt_filter_results"] = data["prompt_filter_results"]
+    if choice.get("content_filter_results") is not None:
+        meta["content_filter_results"] = choice["content_filter_results"]
+    return meta
+
+
+def parse_completion(data: dict[str, Any], message_id: str) -> AIMessage:
+    """Turn a non-streamed ``chat.completion`` body into an ``AIMessage``.
+
+    The message itself is read by ``message_from_openai``: ``content: null`` becomes
+    ``""`` (H23); ``arguments`` may be a JSON string, an object or a double-encoded string
+    (H22); an empty tool-call id (Gemini) is replaced by a fresh one; arguments that are not
+    a JSON object go to ``invalid_tool_calls``. Usage, finish reason, model name, the
+    provider's response id and Azure filter results are added here.
+
+    Raises:
+        ModelError: the body has no ``choices``.
+    """
+    choices = data.get("choices") or []
+    if not choices:
+        raise ModelError(f"the provider's reply has no choices: {json.dumps(data)[:300]}")
+    choice = choices[0]
+    message = message_from_openai({**(choice.get("message") or {}), "role": "assistant"})
+    return message.model_copy(update={
+        "id": message_id,
+        "usage_metadata": map_usage(data.get("usage")),
+        "response_metadata": {**message.response_metadata, **_metadata(data, choice)},
+    })
+
+
+class StreamConverter:
+    """Converts one streamed reply, chunk by chunk, into ``AIMessageChunk`` s.
+
+    Every chunk gets ``message_id``. Usage is not put on the chunks as it arrives: the
+    *last* usage seen (servers differ: a final ``choices: []`` chunk, usage on the finish
+    chunk, or running totals on every chunk, H25) travels on the one chunk
+    :meth:`finish` returns, together with the model name and the provider's response id.
+
+    Tool-call index rules: a delta with an index continues the call at that index unless
+    it brings a non-empty id different from that call's id (a new call, H20); a delta
+    without an index continues the latest call unless it brings a new non-empty id (H19).
+    A delta with no id, no name and empty arguments (vLLM's trailing one) adds nothing.
+    """
+
+    __slots__ = ("message_id", "_by_raw", "_ids", "_last", "_usage", "_meta")
+
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        self._by_raw: dict[int, int] = {}  # server index -> our index
+        self._ids: list[str | None] = []  # our index -> call id
+        self._last: int | None = None
+        self._usage: Any = None
+        self._meta: dict[str, Any] = {}
+
+    def _slot(self, raw_index: int | None, call_id: str | None) -> int:
+        if raw_index is None:
+            current = self._last
+        else:
+            current = self._by_raw.get(raw_index)
+        if current is None or (call_id and self._ids[current] not in (None, call_id)):
+            current = len(self._ids)
+            self._ids.append(call_id)
+            if raw_index is not None:
+                self._by_raw[raw_index] = current
+        elif call_id and self._ids[current] is None:
+            self._ids[current] = call_id
+        self._last = current
+        return current
+
+    def _tool_chunks(self, deltas: list[Any]) -> list[dict[str, Any]]:
+        out = []
+        for tc in deltas:
+            fn = tc.function
+            name = fn.name if fn is not None else None
+            args = fn.arguments if fn is not None else None
+            call_id = tc.id or None
+            if call_id is None and not name and not args:
+                continue
+            if args is not None and not isinstance(args, str):
+                args = json.dumps(args, ensure_ascii=False)  # Ollama: arguments object
+            out.append({"name": name or None, "args": args or None, "id": call_id,
+                        "index": self._slot(tc.index, call_id)})
+        return out
+
+    def convert(self, chunk: Any) -> AIMessageChunk | None:
+        """One ``ChatCompletionChunk`` in; a chunk out, or None when it carries nothing."""
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        meta = self._meta
+        if chunk.model:
+            meta["model_name"] = chunk.model
+        if chunk.id:
+            meta["id"] = chunk.id
+        if not chunk.choices:
+            pfr = getattr(chunk, "prompt_filter_results", None)
+            if pfr is not None:
+                meta["prompt_filter_results"] = pfr
+            return None
+        choice = chunk.choices[0]
+        delta = getattr(choice, "delta", None)  # Azure annotation chunks have none
+        content = reasoning = refusal = None
+        tools: list[dict[str, Any]] = []
+        if delta is not None:
+            content = delta.content
+            reasoning = _reasoning_of(delta)
+            refusal = delta.refusal
+            if delta.tool_calls:
+                tools = self._tool_chunks(delta.tool_calls)
+        extra: dict[str, Any] = {}
+        if choice.finish_reason is not None:
+            extra["finish_reason"] = choice.finish_reason
+        cfr = getattr(choice, "content_filter_results", None)
+        if cfr is not None:
+            extra["content_filter_results"] = cfr
+        if not (content or reasoning or refusal or tools or extra):
+            return None
+        return AIMessageChunk(content=content or "", id=self.message_id,
+                              reasoning_content=reasoning or None, refusal=refusal or None,
+                              tool_call_chunks=tools, response_metadata=extra)
+
+    def finish(self) -> AIMessageChunk:
+        """The closing chunk: last usage seen, model name, provider response id."""
+        return AIMessageChunk(content="", id=self.message_id,
+                              usage_metadata=map_usage(self._usage),
+                              response_metadata=dict(self._meta))
+
+
+def map_error(exc: Exception, *, where: str) -> ModelError:
+    """Map an ``openai`` exception to a threadloom one (raise it ``from exc``).
+
+    429 -> ``RateLimitError``; an Azure content-filter refusal (``code: content_filter``
+    or ``innererror.code: ResponsibleAIPolicyViolation``) -> ``ContentFilterError``;
+    Groq's ``tool_use_failed`` -> ``ModelHTTPError(retryable=True)`` (re-prompting helps);
+    other statuses -> ``ModelHTTPError`` (retryable for 408/409/5xx); timeouts ->
+    ``ModelTimeoutError``. Messages name ``where`` (model and URL), the status and the
+    provider's own message. Retries already happened inside the client.
+    """
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelTimeoutError(f"{where}: the request timed out ({exc})")
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        err = body if isinstance(body, dict) else {}
+        code = err.get("code")
+        code = str(code) if code is not None else None
+        text = err.get("message") or (body if isinstance(body, str) else str(exc))
+        message = f"{where}: HTTP {exc.status_code}" + (f" ({code})" if code else "")
+        message += f": {text}"
+        inner = err.get("innererror") if isinstance(err.get("innererror"), dict) else {}
+        kwargs: dict[str, Any] = {"status_code": exc.status_code, "code": code, "body": body}
+        if exc.status_code == 429:
+            return RateLimitError(message, retryable=True, **kwargs)
+        if code == "content_filter" or inner.get("code") == "ResponsibleAIPolicyViolation":
+            return ContentFilterError(message, **kwargs)
+        retryable = code == "tool_use_failed" or exc.status_code in (408, 409) \
+            or exc.status_code >= 500
+        return ModelHTTPError(message, retryable=retryable, **kwargs)
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelError(f"{where}: cannot connect ({exc})")
+    return ModelError(f"{where}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,179 @@
+"""`ScriptedChatModel`: a deterministic chat model for tests, demos and notebooks.
+
+It replays a script of replies, one per call, and streams each like a real provider:
+text word by word, tool-call arguments in several deltas, a closing chunk with the
+finish reason and usage. Both `invoke` and `stream` go through the same chunks, so a
+test of either exercises what an agent sees under the `messages` stream mode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from threadloom.engine.errors import ScriptExhaustedError
+from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage
+
+from .base import BaseChatModel, new_message_id
+
+__all__ = ["ScriptedChatModel"]
+
+Reply = AIMessage | str | dict[str, Any]
+ReplyFn = Callable[[list[BaseMessage], list[dict[str, Any]] | None], Reply]
+
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+_AI_FIELDS = {"content", "id", "name", "tool_calls", "invalid_tool_calls", "usage_metadata",
+              "reasoning_content", "refusal", "response_metadata", "additional_kwargs"}
+
+
+def _estimate_tokens(text: str) -> int:
+    """About four characters per token, at least one for non-empty text."""
+    return (len(text) + 3) // 4
+
+
+def _call_fields(call: dict[str, Any]) -> tuple[str, Any, str | None]:
+    """(name, args, id) from our shape ``{"name", "args", "id"}`` or OpenAI's wire shape."""
+    fn = call.get("function")
+    if isinstance(fn, dict):
+        return fn.get("name") or "", fn.get("arguments", ""), call.get("id")
+    return call.get("name") or "", call.get("args", {}), call.get("id")
+
+
+def _pieces(text: str, n: int) -> list[str]:
+    """``text`` cut into ``n`` (or fewer) non-empty consecutive pieces."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // n))
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Replays a fixed script of replies, one per model call.
+
+    Args:
+        script: a list whose entries are taken in order, one per call: an ``AIMessage``,
+            a string (the reply text), a dict of ``AIMessage`` fields (``content``,
+            ``tool_calls`` as ``{"name", "args", "id"?}`` or OpenAI wire dicts, plus the
+            shortcuts ``finish_reason`` and ``usage``), or a callable
+            ``(messages, tools) -> reply`` of those. A single callable is used for every
+            call. Tool-call ``args`` given as a string are sent as raw JSON text, so a
+            script can reproduce truncated or invalid arguments.
+        name: the ``model_name`` put in ``response_metadata``.
+
+    Attributes:
+        calls: one dict per call, ``{"messages": [...], "tools": [...] | None,
+            "kwargs": {...}}`` (tools as OpenAI dicts; kwargs include ``tool_choice`` and
+            ``response_format`` when given).
+
+    Replies without usage get an estimate (about four characters per token); tool calls
+    without an id get ``call_<call number>_<position>``. Message ids are fresh UUIDs.
+
+    Raises:
+        ScriptExhaustedError: (when called) the script has no reply left.
+    """
+
+    supports_tools = True
+
+    def __init__(self, script: Sequence[Reply | ReplyFn] | ReplyFn, *,
+                 name: str = "scripted") -> None:
+        if not callable(script) and isinstance(script, str | dict | AIMessage):
+            raise TypeError("script must be a list of replies or a callable, "
+                            f"got a single {type(script).__name__}; wrap it in a list")
+        self.script = script if callable(script) else list(script)
+        self.name = name
+        self.calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        size = "callable" if callable(self.script) else f"{len(self.script)} replies"
+        return f"ScriptedChatModel({size}, calls={len(self.calls)})"
+
+    def _next(self, msgs: list[BaseMessage], tools: list[dict] | None,
+              opts: dict[str, Any]) -> tuple[int, Reply]:
+        with self._lock:
+            number = len(self.calls)
+            self.calls.append({"messages": list(msgs), "tools": tools, "kwargs": dict(opts)})
+            entry: Any = self.script
+            if not callable(entry):
+                if number >= len(entry):
+                    raise ScriptExhaustedError(
+                        f"ScriptedChatModel was called {number + 1} times but its script "
+                        f"has only {len(entry)} replies; add replies to the script")
+                entry = entry[number]
+        return number, entry(msgs, tools) if callable(entry) else entry
+
+    def _normalise(self, reply: Reply, number: int) -> dict[str, Any]:
+        if isinstance(reply, str):
+            fields: dict[str, Any] = {"content": reply}
+        elif isinstance(reply, AIMessage):
+            fields = {k: getattr(reply, k) for k in _AI_FIELDS}
+        elif isinstance(reply, dict):
+            unknown = set(reply) - _AI_FIELDS - {"finish_reason", "usage"}
+            if unknown:
+                raise ValueError(f"script reply #{number} has unknown keys {sorted(unknown)}")
+            fields = dict(reply)
+        else:
+            raise TypeError(f"script reply #{number} must be an AIMessage, str or dict, "
+                            f"got {type(reply).__name__}")
+        calls = []
+        for i, call in enumerate(list(fields.get("tool_calls") or [])
+                                 + list(fields.get("invalid_tool_calls") or [])):
+            name, args, call_id = _call_fields(call)
+            raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            calls.append((name, raw, call_id or f"call_{number}_{i}"))
+        fields["tool_calls"] = calls
+        return fields
+
+    def _usage(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> dict[str, int]:
+        given = fields.get("usage") or fields.get("usage_metadata")
+        if given:
+            inp = given.get("input_tokens", given.get("prompt_tokens", 0))
+            out = given.get("output_tokens", given.get("completion_tokens", 0))
+            return {"input_tokens": inp, "output_tokens": out,
+                    "total_tokens": given.get("total_tokens", inp + out)}
+        inp = sum(_estimate_tokens(m.text) for m in msgs)
+        text = _text(fields.get("content")) + "".join(c[1] for c in fields["tool_calls"])
+        out = _estimate_tokens(text)
+        return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
+
+    def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                opts: dict[str, Any]) -> Iterator[AIMessageChunk]:
+        number, reply = self._next(msgs, tools, opts)
+        fields = self._normalise(reply, number)
+        mid = fields.get("id") or new_message_id()
+        for piece in _WORDS.findall(fields.get("reasoning_content") or ""):
+            yield AIMessageChunk(content="", id=mid, reasoning_content=piece)
+        for piece in _WORDS.findall(fields.get("refusal") or ""):
+            yield AIMessageChunk(content="", id=mid, refusal=piece)
+        content = fields.get("content") or ""
+        if isinstance(content, list):
+            yield AIMessageChunk(content=content, id=mid)
+        else:
+            for piece in _WORDS.findall(content):
+                yield AIMessageChunk(content=piece, id=mid)
+        for index, (name, raw, call_id) in enumerate(fields["tool_calls"]):
+            pieces = _pieces(raw, 3) or [""]
+            for j, piece in enumerate(pieces):
+                head = {"name": name, "id": call_id} if j == 0 else {"name": None, "id": None}
+                yield AIMessageChunk(content="", id=mid, tool_call_chunks=[
+                    {**head, "args": piece, "index": index}])
+        meta = dict(fields.get("response_metadata") or {})
+        meta.setdefault("finish_reason", fields.get("finish_reason")
+                        or ("tool_calls" if fields["tool_calls"] else "stop"))
+        meta.setdefault("model_name", self.name)
+        yield AIMessageChunk(content="", id=mid, response_metadata=meta,
+                             additional_kwargs=dict(fields.get("additional_kwargs") or {}),
+                             usage_metadata=self._usage(msgs, fields))
+
+    async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                         opts: dict[str, Any]) -> AIMessage:
+        return self._generate(msgs, tools, opts)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""

@@ -1,0 +1,343 @@
+"""``ToolNode``: run the tool calls of the last AI message, concurrently, as one graph node.
+
+As LangGraph's prebuilt ``ToolNode`` and ``tools_condition``. Every call gets exactly one
+``ToolMessage`` answer, in the order of the calls (never completion order). Problems the
+model caused (unknown tool, arguments that are not a JSON object or fail validation, calls
+cut off by the output token limit) never run anything and always become error tool
+messages the model can read and fix. Exceptions raised by a tool's own code are governed
+by ``handle_tool_errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from threadloom.engine.errors import ToolError
+from threadloom.engine.runtime import GraphInterrupt, current_task
+from threadloom.engine.types import END, Command
+from threadloom.messages import AIMessage, BaseMessage, ToolMessage, parse_tool_args
+from threadloom.tools import Tool, format_tool_output, tool
+
+__all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
+
+ErrorHandler = bool | str | Callable[[Exception], str] | tuple[type[Exception], ...]
+_EXCERPT = 300
+
+
+def _messages_of(state: Any, key: str) -> list[Any]:
+    """The message list of a dict state, an object state, or a bare list of messages."""
+    if isinstance(state, list):
+        return state
+    if isinstance(state, dict):
+        messages = state.get(key)
+    else:
+        messages = getattr(state, key, None)
+    if messages is None:
+        raise ValueError(f"ToolNode: the state has no {key!r} messages")
+    return list(messages)
+
+
+def _last_ai(messages: Sequence[Any]) -> AIMessage:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    raise ValueError("ToolNode: no AI message in the state's messages; nothing to run")
+
+
+def tools_condition(state: Any, messages_key: str = "messages") -> str:
+    """Route to ``"tools"`` when the last message is an AI message asking for tools, else END.
+
+    As LangGraph's ``tools_condition``; calls in ``invalid_tool_calls`` count too, so that
+    broken calls are answered with error messages rather than left dangling.
+    """
+    messages = _messages_of(state, messages_key)
+    last = messages[-1] if messages else None
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
+        return "tools"
+    return END
+
+
+def looks_truncated(raw: Any) -> bool:
+    """Whether ``raw`` reads as the start of a JSON value that was cut off.
+
+    True when the text ends inside a string or with brackets still open, e.g.
+    ``'{"path": "a.txt", "content": "hel'``; False for complete or otherwise broken JSON.
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        return False
+    depth, in_string, escaped = 0, False, False
+    for char in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return in_string or depth > 0
+
+
+def _excerpt(raw: Any) -> str:
+    text = raw if isinstance(raw, str) else repr(raw)
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+
+
+class ToolNode:
+    """A graph node that runs the tool calls of the last ``AIMessage`` in the state.
+
+    As LangGraph's ``ToolNode``. The engine calls ``await node(state, config)``; calls run
+    concurrently (``asyncio.gather``; sync tools in worker threads) and the result is
+    ``{messages_key: [ToolMessage, ...]}`` in call order: first ``tool_calls``, then
+    ``invalid_tool_calls``. When tools return ``Command(update=...)``, the result is a list
+    ``[{messages_key: [...]}, Command(...), ...]`` (the engine applies each item in order):
+    the tool's ``ToolMessage`` for its call is moved into the first item so the order
+    holds; if the update carries none, a success message saying the state was updated is
+    made. ``Command(graph=Command.PARENT)`` is passed through untouched.
+
+    Error handling (every error message has ``status="error"``):
+
+    - unknown tool name: names the tool and lists the available ones (H16);
+    - arguments that are not valid JSON or not an object: says so, quotes an excerpt and
+      gives the expected JSON schema; ``""`` means ``{}`` (H17, H22);
+    - arguments failing validation: names each bad field, with the schema (H17);
+    - a message whose ``finish_reason`` is ``"length"``: none of its calls run, each is
+      answered "truncated, send again in full"; so is any call whose arguments were cut
+      off (H14).
+
+    These always become messages. ``handle_tool_errors`` governs exceptions raised by a
+    tool's own code: ``True`` (default) -> ``"Error: <Type>: <message>"``; ``False`` -> the
+    first exception in call order is re-raised after all calls finished; a ``str`` -> that
+    text; a callable ``exc -> str``; a tuple of exception types -> those are formatted,
+    others re-raised. ``interrupt()`` inside a tool always propagates.
+
+    Args:
+        tools: ``Tool`` objects or plain functions (wrapped with ``@tool``).
+        handle_tool_errors: see above.
+        messages_key: the state key holding the messages (read and written).
+        name: the node's name.
+
+    Raises:
+        ValueError: two tools share a name.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Tool | Callable[..., Any]],
+        *,
+        handle_tool_errors: ErrorHandler = True,
+        messages_key: str = "messages",
+        name: str = "tools",
+    ) -> None:
+        self.tools_by_name: dict[str, Tool] = {}
+        for item in tools:
+            built = item if isinstance(item, Tool) else tool(item)
+            if built.name in self.tools_by_name:
+                raise ValueError(f"ToolNode: two tools are named {built.name!r}")
+            self.tools_by_name[built.name] = built
+        self.handle_tool_errors = handle_tool_errors
+        self.messages_key = messages_key
+        self.name = name
+
+    async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
+        """Run the last AI message's calls; see the class docstring for the result shape."""
+        message = _last_ai(_messages_of(state, self.messages_key))
+        results = await self.run_tool_calls(message, state=state, config=config)
+        messages: list[BaseMessage] = []
+        commands: list[Command] = []
+        for result in results:
+            if isinstance(result, ToolMessage):
+                messages.append(result)
+            else:
+                found, command = result
+                messages.extend(found)
+                commands.append(command)
+        update = {self.messages_key: messages}
+        return [update, *commands] if commands else update
+
+    async def run_tool_calls(
+        self, message: AIMessage, *, state: Any = None, config: dict[str, Any] | None = None
+    ) -> list[ToolMessage | tuple[list[ToolMessage], Command]]:
+        """Answer every call of ``message``, in call order.
+
+        Each item is a ``ToolMessage``, or ``(tool messages, Command)`` for a tool that
+        returned a ``Command``. Hooks that rewrite or veto calls can build a new
+        ``AIMessage`` and pass it here.
+
+        Raises:
+            Exception: a tool's exception, when ``handle_tool_errors`` does not cover it.
+        """
+        task = current_task()
+        if config is None:
+            config = task.config if task is not None else {}
+        task_id = task.task_id if task is not None else None
+        # A router may relabel "length" as "tool_calls": one cut-off call marks the whole
+        # reply as cut off, and then even its complete calls are suspect (H14).
+        truncated = message.finish_reason == "length" or any(
+            looks_truncated(call.get("args")) for call in message.invalid_tool_calls
+        )
+        jobs = [
+            self._answer(dict(call), truncated, state, config, task_id)
+            for call in message.tool_calls
+        ]
+        jobs += [self._answer_invalid(dict(bad), truncated) for bad in message.invalid_tool_calls]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        interrupts = [o for o in outcomes if isinstance(o, GraphInterrupt)]
+        if interrupts:
+            raise GraphInterrupt([i for exc in interrupts for i in exc.interrupts])
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return outcomes  # type: ignore[return-value]
+
+    async def _answer_invalid(self, call: dict[str, Any], truncated: bool) -> ToolMessage:
+        call_id, name, raw = call.get("id") or "", call.get("name") or "", call.get("args")
+        if truncated:
+            return _error(call_id, name, _truncated_text(name, raw))
+        if name not in self.tools_by_name:
+            return self._unknown(call_id, name)
+        _, problem = parse_tool_args(raw)
+        problem = problem or call.get("error") or "the call could not be parsed"
+        return self._bad_args(call_id, name, f"{problem}; got: {_excerpt(raw)}")
+
+    async def _answer(
+        self,
+        call: dict[str, Any],
+        truncated: bool,
+        state: Any,
+        config: dict[str, Any],
+        task_id: str | None,
+    ) -> ToolMessage | tuple[list[ToolMessage], Command]:
+        call_id, name = call.get("id") or "", call.get("name") or ""
+        if truncated:
+            return _error(call_id, name, _truncated_text(name, None))
+        selected = self.tools_by_name.get(name)
+        if selected is None:
+            return self._unknown(call_id, name)
+        args, problem = parse_tool_args(call.get("args"))
+        if args is None:
+            return self._bad_args(call_id, name, f"{problem}; got: {_excerpt(call.get('args'))}")
+        try:
+            validated = selected.parse_args(args)
+        except ToolError as exc:
+            return self._bad_args(call_id, name, str(exc))
+        try:
+            value = await selected.arun_validated(
+                validated,
+                state=state,
+                tool_call_id=call_id,
+                config=config,
+                idempotency_key=idempotency_key(config, call_id, task_id),
+            )
+        except Exception as exc:
+            return _error(call_id, name, self._format_exception(exc))
+        return self._to_result(value, call_id, name)
+
+    def _unknown(self, call_id: str, name: str) -> ToolMessage:
+        available = ", ".join(sorted(self.tools_by_name)) or "(none)"
+        text = (
+            f"Error: {name!r} is not a valid tool, so nothing was run. "
+            f"Available tools: {available}. Call one of these instead."
+        )
+        return _error(call_id, name, text)
+
+    def _bad_args(self, call_id: str, name: str, problem: str) -> ToolMessage:
+        schema = json.dumps(self.tools_by_name[name].json_schema(), ensure_ascii=False)
+        text = (
+            f"Error: tool {name!r} was not run: {problem}. Call it again with arguments "
+            f"as one JSON object matching this schema: {schema}"
+        )
+        return _error(call_id, name, text)
+
+    def _format_exception(self, exc: Exception) -> str:
+        handler = self.handle_tool_errors
+        if handler is False:
+            raise exc
+        if isinstance(handler, tuple) and not isinstance(exc, handler):
+            raise exc
+        if isinstance(handler, str):
+            return handler
+        if callable(handler):
+            return str(handler(exc))
+        return f"Error: the tool raised {type(exc).__name__}: {exc}"
+
+    def _to_result(
+        self, value: Any, call_id: str, name: str
+    ) -> ToolMessage | tuple[list[ToolMessage], Command]:
+        if isinstance(value, ToolMessage):
+            fill = {"tool_call_id": value.tool_call_id or call_id, "name": value.name or name}
+            return value.model_copy(update=fill)
+        if isinstance(value, Command):
+            return self._split_command(value, call_id, name)
+        content = value if isinstance(value, list) and _is_blocks(value) else None
+        return ToolMessage(
+            content=content if content is not None else format_tool_output(value),
+            tool_call_id=call_id,
+            name=name,
+        )
+
+    def _split_command(
+        self, command: Command, call_id: str, name: str
+    ) -> tuple[list[ToolMessage], Command]:
+        if command.graph == Command.PARENT:
+            return [], command
+        update = command.update
+        found: list[ToolMessage] = []
+        if isinstance(update, dict) and isinstance(update.get(self.messages_key), list):
+            rest: list[Any] = []
+            for item in update[self.messages_key]:
+                mine = isinstance(item, ToolMessage) and item.tool_call_id == call_id
+                (found if mine else rest).append(item)
+            update = {**update, self.messages_key: rest} if rest else {
+                k: v for k, v in update.items() if k != self.messages_key
+            }
+        if not found:
+            keys = ", ".join(sorted(update)) if isinstance(update, dict) else "none"
+            text = f"Tool {name!r} updated the state (keys: {keys})."
+            found = [ToolMessage(content=text, tool_call_id=call_id, name=name)]
+        return found, Command(update=update or None, goto=command.goto, graph=command.graph)
+
+
+def _is_blocks(value: list[Any]) -> bool:
+    """Whether a list is OpenAI content parts (``[{"type": "text", ...}, ...]``)."""
+    return bool(value) and all(isinstance(v, dict) and "type" in v for v in value)
+
+
+def _error(call_id: str, name: str, text: str) -> ToolMessage:
+    return ToolMessage(content=text, tool_call_id=call_id, name=name or None, status="error")
+
+
+def _truncated_text(name: str, raw: Any) -> str:
+    seen = f" (received only: {_excerpt(raw)})" if isinstance(raw, str) and raw else ""
+    return (
+        f"Error: the call to {name!r} was truncated: the reply hit the output token limit "
+        f"before the call was complete{seen}, so no call from that reply was run. "
+        "Send the call again in full."
+    )
+
+
+def idempotency_key(
+    config: dict[str, Any] | None, tool_call_id: str, task_id: str | None = None
+) -> str:
+    """A key stable across re-runs of the same call: ``thread:[ns:]checkpoint:call``.
+
+    Uses ``config["configurable"]`` (``thread_id``, ``checkpoint_ns``, ``checkpoint_id``)
+    when the run has a thread. Without a ``checkpoint_id`` there, the engine's task id
+    (derived from the checkpoint the step started from, so equal on a re-run) stands in.
+    Without a thread, the tool call id alone.
+    """
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        return tool_call_id
+    step = configurable.get("checkpoint_id") or task_id or ""
+    parts = [str(thread_id), configurable.get("checkpoint_ns") or "", step, tool_call_id]
+    return ":".join(p for p in parts if p)

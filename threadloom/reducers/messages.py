@@ -1,0 +1,137 @@
+"""The ``add_messages`` reducer and ``MessagesState`` (LangGraph's, with its known gaps fixed)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from typing_extensions import TypedDict
+
+from threadloom.messages import (
+    REMOVE_ALL_MESSAGES,
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+
+_BUILTIN_TYPES = frozenset(
+    {AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, SystemMessage, ToolMessage}
+)
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _ensure_ids(messages: list[BaseMessage]) -> None:
+    for message in messages:
+        if not message.id:
+            # Set on the object itself: the stored value keeps this id for good, and
+            # applying the same update again finds it instead of appending a copy.
+            message.id = _new_id()
+
+
+def _index_stored(left: Any) -> tuple[list[BaseMessage], dict[str, int]]:
+    """Coerce ``left`` (only when needed) and map id -> position in one pass."""
+    stored = left if type(left) is list else convert_to_messages(left)
+    index: dict[str, int] = {}
+    for i, message in enumerate(stored):
+        if type(message) not in _BUILTIN_TYPES and not isinstance(message, BaseMessage):
+            return _index_stored(convert_to_messages(stored))
+        mid = message.id
+        if not mid:
+            message.id = mid = _new_id()
+        index[mid] = i
+    return stored, index
+
+
+def add_messages(left: Any, right: Any) -> list[BaseMessage]:
+    """Merge a message update into the stored list, as LangGraph's ``add_messages``.
+
+    Both sides are coerced with ``convert_to_messages`` (messages, strings, ``(role,
+    content)`` tuples, role dicts; a single value counts as a one-item list). Then, in
+    the order of ``right``:
+
+    - a message without an id gets a new uuid4 id, set on the message object;
+    - a message whose id is already present (in ``left`` or earlier in ``right``)
+      replaces it in place, so duplicates in one update collapse (last wins, first
+      position);
+    - ``RemoveMessage(id)`` deletes that message; a later message with the same id in the
+      same update cancels the removal;
+    - ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` drops ``left`` and everything before it in
+      ``right``.
+
+    A ``RemoveMessage`` is never stored.
+
+    Args:
+        left: the stored messages (``None`` counts as empty); never mutated.
+        right: the update.
+
+    Returns:
+        A new list. Unchanged messages of ``left`` are the same objects, in the same order,
+        so an append-only update gives ``left + new``.
+
+    Raises:
+        ValueError: a ``RemoveMessage`` names an id that is not present (the message
+            names the id; nothing is changed).
+        TypeError: an item cannot be converted to a message.
+    """
+    update = convert_to_messages(right)
+    _ensure_ids(update)
+    for i in range(len(update) - 1, -1, -1):
+        item = update[i]
+        if isinstance(item, RemoveMessage) and item.id == REMOVE_ALL_MESSAGES:
+            return add_messages([], update[i + 1 :])
+    stored, index = _index_stored(left)
+    if _is_plain_append(update, index):
+        return stored + update
+    return _merge(stored, update, index)
+
+
+def _is_plain_append(update: list[BaseMessage], index: dict[Any, int]) -> bool:
+    seen: set[Any] = set()
+    for message in update:
+        if isinstance(message, RemoveMessage) or message.id in index or message.id in seen:
+            return False
+        seen.add(message.id)
+    return True
+
+
+def _merge(
+    stored: list[BaseMessage], update: list[BaseMessage], index: dict[Any, int]
+) -> list[BaseMessage]:
+    merged = list(stored)
+    to_remove: set[str] = set()
+    for message in update:
+        position = index.get(message.id)
+        if isinstance(message, RemoveMessage):
+            if position is None:
+                raise ValueError(
+                    f"add_messages: cannot remove message id {message.id!r}: "
+                    "no message with that id in the state or earlier in this update"
+                )
+            to_remove.add(message.id)
+        elif position is None:
+            index[message.id] = len(merged)
+            merged.append(message)
+        else:
+            to_remove.discard(message.id)  # type: ignore[arg-type]
+            merged[position] = message
+    if to_remove:
+        merged = [m for m in merged if m.id not in to_remove]
+    return merged
+
+
+class MessagesState(TypedDict):
+    """A state with one ``messages`` field reduced by ``add_messages`` (as LangGraph's)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+__all__ = ["REMOVE_ALL_MESSAGES", "MessagesState", "add_messages"]
