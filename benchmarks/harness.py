@@ -204,6 +204,15 @@ def median_of(fn: Callable[[], Any], repeat: int = 5) -> float:
     return statistics.median(time_calls(lambda _i: fn(), repeat))
 
 
+def median_per(times: Sequence[float], units: int, scale: float) -> float:
+    """Median of per-call seconds, divided by the `units` of work in one call, times `scale`.
+
+    Example: ``median_per(times, 100, 1e6)`` is microseconds per node-step of a 100-node
+    chain. The median keeps one slow call (a GC pause, a busy neighbour) from moving it.
+    """
+    return statistics.median(times) / units * scale
+
+
 def window_mean(samples: Sequence[float], end: int, window: int) -> float:
     """Mean of ``samples[end - window:end]`` (the last `window` samples up to `end`)."""
     chunk = samples[max(0, end - window) : end]

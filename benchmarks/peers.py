@@ -50,7 +50,7 @@ def w1_langgraph(c: h.Counts) -> dict[str, float]:
     if graph.invoke({"n": 0}, limit)["n"] != c.w1_nodes:
         raise RuntimeError("W1 peer graph did not run every node")
     times = h.time_calls(lambda _i: graph.invoke({"n": 0}, limit), c.w1_invokes)
-    return {h.W1_STEP: sum(times) / (c.w1_invokes * c.w1_nodes) * 1e6}
+    return {h.W1_STEP: h.median_per(times, c.w1_nodes, 1e6)}
 
 
 def _w2_graph(c: h.Counts, checkpointer: Any) -> Any:
@@ -84,7 +84,7 @@ def w2_langgraph(c: h.Counts) -> dict[str, float]:
 
         run(-1)  # warm-up
         times = h.time_calls(run, c.w2_invokes)
-        out[metric] = sum(times) / (c.w2_invokes * c.w2_steps) * 1e6
+        out[metric] = h.median_per(times, c.w2_steps, 1e6)
     return out
 
 
@@ -236,7 +236,7 @@ def w4_langchain(c: h.Counts) -> dict[str, float]:
             _check_agent_messages(result["messages"])
 
         run(-1)
-        out[metric] = sum(h.time_calls(run, c.agent_runs)) / c.agent_runs * 1e3
+        out[metric] = h.median_per(h.time_calls(run, c.agent_runs), 1, 1e3)
     return out
 
 
@@ -317,7 +317,7 @@ def w5_haystack(c: h.Counts) -> dict[str, float]:
         _check_agent_messages(result["messages"])
 
     run(-1)
-    return {h.AGENT_PLAIN: sum(h.time_calls(run, c.agent_runs)) / c.agent_runs * 1e3}
+    return {h.AGENT_PLAIN: h.median_per(h.time_calls(run, c.agent_runs), 1, 1e3)}
 
 
 def w6_haystack(c: h.Counts) -> dict[str, float]:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ class Workload:
     tl: str
     peers: tuple[tuple[str, str, str], ...]
     subprocess: bool = False
-    notes: tuple[str, ...] = field(default=())
 
 
 WORKLOADS: dict[str, Workload] = {

@@ -63,7 +63,7 @@ def w1(c: h.Counts) -> dict[str, float]:
     if graph.invoke({"n": 0}, limit)["n"] != c.w1_nodes:
         raise RuntimeError("W1 threadloom graph did not run every node")
     times = h.time_calls(lambda _i: graph.invoke({"n": 0}, limit), c.w1_invokes)
-    return {h.W1_STEP: sum(times) / (c.w1_invokes * c.w1_nodes) * 1e6}
+    return {h.W1_STEP: h.median_per(times, c.w1_nodes, 1e6)}
 
 
 def w2(c: h.Counts) -> dict[str, float]:
@@ -85,7 +85,7 @@ def w2(c: h.Counts) -> dict[str, float]:
 
         run(-1)  # warm-up
         times = h.time_calls(run, c.w2_invokes)
-        out[metric] = sum(times) / (c.w2_invokes * c.w2_steps) * 1e6
+        out[metric] = h.median_per(times, c.w2_steps, 1e6)
     return out
 
 
@@ -213,7 +213,7 @@ def _agent_ms(c: h.Counts, saver: Any, tag: str) -> float:
         _check(agent.invoke({"messages": [("user", "go")]}, _thread(tag, i)))
 
     run(-1)
-    return sum(h.time_calls(run, c.agent_runs)) / c.agent_runs * 1e3
+    return h.median_per(h.time_calls(run, c.agent_runs), 1, 1e3)
 
 
 def w4(c: h.Counts) -> dict[str, float]:

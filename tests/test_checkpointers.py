@@ -66,14 +66,13 @@ def _postgres_backend(base: str) -> Backend:
     made: list[StoredCheckpointer] = []
 
     def make(**kw: Any) -> StoredCheckpointer:
-        cp = PostgresCheckpointer(
-            PG_CONNINFO, schema=f"{base}_{len(made)}", pool_size=2, **kw
-        )
+        cp = PostgresCheckpointer(PG_CONNINFO, schema=f"{base}_{len(made)}", pool_size=2, **kw)
         made.append(cp)
         return cp
 
     def reopen(cp: StoredCheckpointer, codec: Codec) -> StoredCheckpointer:
-        new = PostgresCheckpointer(PG_CONNINFO, schema=cp.schema, pool_size=2, codec=codec)  # type: ignore[attr-defined]
+        schema = cp.schema  # type: ignore[attr-defined]
+        new = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2, codec=codec)
         made.append(new)
         return new
 
@@ -90,7 +89,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     if request.param == "sqlite":
         b = _sqlite_backend(tmp_path)
     else:
-        b = _postgres_backend(request.getfixturevalue("pg_schema_base") + f"_{uuid.uuid4().hex[:6]}")
+        base = request.getfixturevalue("pg_schema_base")
+        b = _postgres_backend(f"{base}_{uuid.uuid4().hex[:6]}")
     yield b
     for cp in b.made:  # type: ignore[attr-defined]
         cp.close()

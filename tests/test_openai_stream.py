@@ -273,3 +273,15 @@ def test_h19_in_messages_mode_partial_chunks_then_one_message(provider_server, o
     assert len(tool_chunks) == 3
     final = events[-1][1]["messages"][-1]
     assert final.tool_calls[0]["args"] == {"city": "Paris"} and final.id == tool_chunks[0].id
+
+
+def test_every_provider_fixture_is_replayed_by_a_test():
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    sources = "".join((here / f).read_text() for f in
+                      ("test_openai_model.py", "test_openai_stream.py", "test_cassette.py"))
+    fixtures = sorted(p.name.split(".")[0] for p in (here / "fixtures" / "providers").iterdir()
+                      if p.suffix in (".json", ".jsonl"))
+    assert len(fixtures) >= 40
+    assert [f for f in fixtures if f'"{f}' not in sources] == []

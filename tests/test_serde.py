@@ -27,7 +27,9 @@ any_char = st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_co
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(any_char)
 )
-keys = st.one_of(st.text(any_char, max_size=8), st.just(TAG), st.sampled_from(["v", "c", "__tl__x"]))
+keys = st.one_of(
+    st.text(any_char, max_size=8), st.just(TAG), st.sampled_from(["v", "c", "__tl__x"])
+)
 json_like = st.recursive(
     json_scalars,
     lambda inner: st.one_of(

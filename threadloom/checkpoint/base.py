@@ -44,8 +44,8 @@ class Checkpoint(TypedDict):
         ts: ISO-8601 UTC timestamp.
         channel_values: state key -> value (only keys that hold a value).
         channel_versions: state key -> int version; bumped on every write.
-        versions_seen: node -> {channel: version} it last ran against (bookkeeping kept
-            for introspection; the scheduler routes from ``next``).
+        versions_seen: kept for LangGraph's format; threadloom's scheduler routes from
+            ``next`` instead and writes ``{}`` here.
         next: the tasks to run in the next super-step: node names, or
             ``{"node": name, "arg": value}`` for ``Send`` packets.
         barriers: join target -> sorted list of sources already finished.

@@ -9,7 +9,8 @@ A list value is stored as a *delta* when it starts with exactly the same item ob
 (``is``) as the value this process last stored or loaded for that channel: only the
 appended tail is written, with a pointer to the base blob. Otherwise, and whenever the
 items stored in deltas since the last snapshot reach the snapshot's own length, a full
-snapshot is written. Snapshots therefore at least double in length, so a thread's total
+snapshot is written (but not before ``MIN_CHAIN`` items). Snapshots therefore at least
+double in length, so a thread's total
 bytes stay linear in what was appended (LangGraph's savers rewrite the whole list each
 step: quadratic). Loading concatenates from the nearest snapshot, or from a cached
 decoded ancestor, so a second load in the same process costs only the new tail.
@@ -29,6 +30,10 @@ from typing import Any, NamedTuple, Protocol
 
 from threadloom.checkpoint.serde import Codec
 from threadloom.engine.errors import CheckpointError, SerializationError
+
+MIN_CHAIN = 32
+"""Deltas may hold at least this many items before a new snapshot, so short lists (a
+10-message thread) are stored about once instead of as 1-, 2-, 4-, 8-item snapshots."""
 
 
 class BlobRow(NamedTuple):
@@ -167,7 +172,7 @@ class BlobLayer:
             if all(map(operator.is_, tip.items, value)):
                 tail = value[base_len:]
                 chain = tip.chain + len(tail)
-                if chain < base_len - tip.chain:  # still shorter than the snapshot
+                if chain < max(base_len - tip.chain, MIN_CHAIN):  # still shorter than the snapshot
                     try:
                         data = self.codec.dumps(tail, path=path)
                     except SerializationError:

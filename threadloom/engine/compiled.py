@@ -41,11 +41,17 @@ def _private_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, inside a running loop or not."""
+def _in_running_loop() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        return False
+    return True
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, inside a running loop or not."""
+    if not _in_running_loop():
         return _private_loop().run_until_complete(coro)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="threadloom-sync") as ex:
         return ex.submit(lambda: _private_loop().run_until_complete(coro)).result()
@@ -77,6 +83,10 @@ class CompiledGraph:
         self.interrupt_after = interrupt_after
         self.durability = durability
         self.specs = dict(builder.specs)
+        self.message_keys = frozenset(
+            k for k, spec in self.specs.items()
+            if getattr(spec.reducer, "__name__", "") == "add_messages")
+        self.ephemeral_keys = tuple(k for k, spec in self.specs.items() if spec.ephemeral)
         self.nodes = dict(builder.nodes)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
@@ -232,9 +242,7 @@ class CompiledGraph:
 
     def stream(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
         """Sync ``astream``; same arguments. Breaking out of the loop cancels the run."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not _in_running_loop():
             yield from self._stream_private(input, config, kwargs)
             return
         yield from self._stream_threaded(input, config, kwargs)
@@ -397,7 +405,7 @@ class _Claim:
 
 
 def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:
-    from threadloom.engine.schema import channel_specs
+    from threadloom.engine.schema import schema_keys
 
-    keys = list(channel_specs(schema))
+    keys = list(schema_keys(schema))
     return keys or list(specs)

@@ -9,6 +9,7 @@ over (``add_node``, ``add_edge``, ``add_conditional_edges``, ``add_sequence``, `
 from __future__ import annotations
 
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -131,14 +132,17 @@ class StateGraph:
         input_schema: Any = None,
         output_schema: Any = None,
     ) -> None:
+        # Schemas defined inside a function may name local reducers in string annotations.
+        caller = sys._getframe(1)  # noqa: SLF001
+        self._localns = {**caller.f_globals, **caller.f_locals}
         self.state_schema = state_schema
         self.context_schema = context_schema
         self.input_schema = input_schema or state_schema
         self.output_schema = output_schema or state_schema
         self.specs: dict[str, ChannelSpec] = merge_specs(
-            channel_specs(state_schema),
-            channel_specs(self.input_schema),
-            channel_specs(self.output_schema),
+            channel_specs(state_schema, self._localns),
+            channel_specs(self.input_schema, self._localns),
+            channel_specs(self.output_schema, self._localns),
         )
         self.nodes: dict[str, NodeSpec] = {}
         self.edges: dict[tuple[str, str], None] = {}  # insertion-ordered set
@@ -219,7 +223,7 @@ class StateGraph:
         input_keys = None
         build = None
         if input_schema is not None:
-            extra = channel_specs(input_schema)
+            extra = channel_specs(input_schema, self._localns)
             for key, ch in extra.items():
                 self.specs.setdefault(key, ch)
             input_keys = schema_keys(input_schema)

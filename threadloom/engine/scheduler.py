@@ -26,7 +26,7 @@ from threadloom.engine.channels import MISSING, Channel
 from threadloom.engine.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved, saved_next
 from threadloom.engine.runtime import Emit, GraphInterrupt
-from threadloom.engine.tasks import Task, TaskResult, make_tasks, run_task, task_id, writes_of
+from threadloom.engine.tasks import ParentCommand, Task, TaskResult, make_tasks, run_task, task_id, writes_of
 from threadloom.engine.types import START, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ class RunLoop:
         self.inline_sync = True
         self.channels: dict[str, Channel] = {k: s.make() for k, s in graph.specs.items()}
         self.versions: dict[str, int] = {}
-        self.versions_seen: dict[str, dict[str, int]] = {}
         self.barriers: dict[str, set[str]] = {}
         self.step = -2  # the input step of a new thread is -1, its first loop step 0
         self.saved: CheckpointTuple | None = None
@@ -93,6 +92,14 @@ class RunLoop:
         """Run to the end, a pause or an error; return the output state."""
         try:
             await self._loop(input)
+        except ParentCommand as pc:
+            await self._save_on_exit(failed=True)
+            if self.namespace:
+                raise
+            raise InvalidUpdateError(
+                f"a node returned Command(graph=Command.PARENT) at super-step {self.step}, "
+                "but this graph is not running as a subgraph"
+            ) from pc
         except BaseException:
             await self._save_on_exit(failed=True)
             raise
@@ -127,6 +134,8 @@ class RunLoop:
             planned = await next_tasks(self, tasks, results)
             await self._save("loop", updated, tasks, planned)
             self._emit_step(tasks, results)
+            if self.sink is not None:
+                await self.sink.drained()
             steps_done += 1
             resume = None
             if self._pause_after(tasks):
@@ -212,7 +221,6 @@ class RunLoop:
             if ch is not None:
                 ch.value = value
         self.versions = dict(cp["channel_versions"])
-        self.versions_seen = {k: dict(v) for k, v in cp.get("versions_seen", {}).items()}
         self.barriers = {k: set(v) for k, v in cp.get("barriers", {}).items()}
         self.step = int(self.saved.metadata.get("step", -1)) if self.saved else -2
 
@@ -304,9 +312,6 @@ class RunLoop:
             for write in result.writes:
                 writes.append(write)
                 nodes.append(task.name)
-        if self.cp is not None:
-            for task in tasks:
-                self.versions_seen[task.name] = dict(self.versions)
         updated = self._apply_writes(writes, nodes)
         if self.namespace:
             for key, value in writes:
@@ -314,6 +319,15 @@ class RunLoop:
         return updated
 
     def _apply_writes(self, writes: list[tuple[str, Any]], nodes: list[str]) -> set[str]:
+        step = self.step + 1 if nodes and nodes[0] == START else self.step
+        channels = self.channels
+        versions = self.versions
+        if len(writes) == 1 and not self.graph.ephemeral_keys:
+            key, value = writes[0]
+            if channels[key].update([value], nodes, step):
+                versions[key] = versions.get(key, 0) + 1
+                return {key}
+            return set()
         grouped: dict[str, tuple[list[Any], list[str]]] = {}
         for (key, value), node in zip(writes, nodes, strict=True):
             entry = grouped.get(key)
@@ -323,16 +337,14 @@ class RunLoop:
                 entry[0].append(value)
                 entry[1].append(node)
         updated: set[str] = set()
-        step = self.step + 1 if nodes and nodes[0] == START else self.step
-        channels = self.channels
         for key, (values, who) in grouped.items():
             if channels[key].update(values, who, step):
                 updated.add(key)
-        for key, ch in channels.items():
-            if ch.ephemeral and ch.end_step(key in grouped):
+        for key in self.graph.ephemeral_keys:
+            if channels[key].end_step(key in grouped):
                 updated.add(key)
         for key in updated:
-            self.versions[key] = self.versions.get(key, 0) + 1
+            versions[key] = versions.get(key, 0) + 1
         return updated
 
     # -- save ---------------------------------------------------------------------------
@@ -350,7 +362,7 @@ class RunLoop:
                 k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING
             },
             "channel_versions": dict(self.versions),
-            "versions_seen": {k: dict(v) for k, v in self.versions_seen.items()},
+            "versions_seen": {},  # routing is explicit in "next"; kept for the format
             "next": saved_next(planned),
             "barriers": {k: sorted(v) for k, v in self.barriers.items() if v},
         }

@@ -84,8 +84,14 @@ def schema_kind(schema: Any) -> SchemaKind:
     )
 
 
-def channel_specs(schema: Any) -> dict[str, ChannelSpec]:
+def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict[str, ChannelSpec]:
     """Read a state schema's fields into channel specs, in field order.
+
+    Args:
+        schema: the state schema class.
+        localns: names to resolve string annotations with, for schemas defined inside a
+            function under ``from __future__ import annotations`` (as pydantic does with
+            the parent namespace).
 
     Raises:
         GraphBuildError: for an unsupported schema or an unreadable annotation.
@@ -94,7 +100,7 @@ def channel_specs(schema: Any) -> dict[str, ChannelSpec]:
     if kind == "dict":
         return {}
     try:
-        hints = get_type_hints(schema, include_extras=True)
+        hints = get_type_hints(schema, localns=dict(localns or {}), include_extras=True)
     except Exception as exc:
         raise GraphBuildError(f"cannot read the type hints of {schema.__qualname__}: {exc}") from exc
     defaults = _field_defaults(schema, kind)
@@ -183,8 +189,15 @@ def _identity(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_keys(schema: Any) -> tuple[str, ...]:
-    """The keys a schema names, in order (empty for ``dict``)."""
-    return tuple(channel_specs(schema))
+    """The keys a schema names, in order (empty for ``dict``); annotations are not resolved."""
+    kind = schema_kind(schema)
+    if kind == "dict":
+        return ()
+    if kind == "dataclass":
+        return tuple(f.name for f in dataclasses.fields(schema))
+    if kind == "pydantic":
+        return tuple(schema.model_fields)
+    return tuple(k for k in getattr(schema, "__annotations__", {}) if not k.startswith("__"))
 
 
 def update_from_object(obj: Any) -> dict[str, Any] | None:

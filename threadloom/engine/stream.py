@@ -59,6 +59,8 @@ class StreamSink:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.modes = frozenset(modes)
         self.subgraphs = subgraphs
+        self._empty = asyncio.Event()
+        self._empty.set()
 
     def bind(self, namespace: tuple[str, ...]) -> Emit:
         """An ``emit(mode, payload)`` function for one (sub)graph namespace."""
@@ -79,9 +81,21 @@ class StreamSink:
 
     def _put(self, item: Any) -> None:
         if threading.get_ident() == self.thread:
-            self.queue.put_nowait(item)
+            self._put_here(item)
         else:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            self.loop.call_soon_threadsafe(self._put_here, item)
+
+    def _put_here(self, item: Any) -> None:
+        self._empty.clear()
+        self.queue.put_nowait(item)
+
+    async def drained(self) -> None:
+        """Wait until the consumer asks for more after taking every event (backpressure).
+
+        The run waits here after each super-step, so a consumer that stops reading stops
+        the run before its next step, as a generator would.
+        """
+        await self._empty.wait()
 
     def close(self, error: BaseException | None = None) -> None:
         """End the stream, with the error that ended the run if any."""
@@ -93,6 +107,8 @@ class StreamSink:
         Raises:
             BaseException: the run's error, once every earlier event was read.
         """
+        if self.queue.empty():
+            self._empty.set()  # the consumer asks for more: the run may take its next step
         item = await self.queue.get()
         if isinstance(item, _Done):
             if item.error is not None:

@@ -53,7 +53,7 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
     try:
         await loop.run(child_input)
     except ParentCommand as pc:
-        return pc.command
+        return Command(update=pc.command.update, goto=pc.command.goto)
     if loop.interrupts:
         raise GraphInterrupt(loop.interrupts)
     return _written_update(parent, loop)

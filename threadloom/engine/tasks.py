@@ -256,7 +256,7 @@ def _collect(
 ) -> None:
     if result is None:
         return
-    if isinstance(result, Mapping):
+    if type(result) is dict or isinstance(result, Mapping):
         _add_update(graph, node, result.items(), step, writes, input_mode)
     elif isinstance(result, Command):
         if result.graph == Command.PARENT:
@@ -304,6 +304,7 @@ def _add_update(
 ) -> None:
     specs = graph.specs
     input_keys = graph.input_keys
+    unchecked = graph.message_keys
     for key, value in items:
         spec = specs.get(key)
         if spec is None:
@@ -315,14 +316,13 @@ def _add_update(
             )
         if input_mode and key not in input_keys:
             continue
-        if spec.reducer is None or getattr(spec.reducer, "__name__", "") != "add_messages":
+        if key not in unchecked and type(value) in (list, tuple):
             _refuse_remove_markers(key, value, node, step)
         writes.append((key, value))
 
 
 def _refuse_remove_markers(key: str, value: Any, node: str, step: int) -> None:
-    items = value if isinstance(value, list | tuple) else (value,)
-    for item in items:
+    for item in value:
         if getattr(item, "type", None) == "remove":
             raise InvalidUpdateError(
                 f"node {node!r} wrote a RemoveMessage to state key {key!r} at super-step "

@@ -26,6 +26,13 @@ from threadloom.engine.errors import (
 )
 from threadloom.messages import AIMessage, AIMessageChunk, UsageMetadata, message_from_openai
 
+try:  # the messages module's unchecked constructor (used for chunk arithmetic too)
+    from threadloom.messages import _fast_new
+except ImportError:  # pragma: no cover - fall back to validation
+
+    def _fast_new(cls: Any, **values: Any) -> Any:
+        return cls(**values)
+
 __all__ = ["StreamConverter", "map_error", "map_usage", "parse_completion"]
 
 _META_KEYS = ("system_fingerprint", "service_tier")
@@ -60,9 +67,20 @@ def map_usage(usage: Any) -> UsageMetadata | None:
     return UsageMetadata(**result)  # type: ignore[typeddict-item]
 
 
-def _reasoning_of(obj: Any) -> str | None:
+def _extra(obj: Any) -> dict[str, Any]:
+    """Keys of an ``openai`` model beyond its declared fields (``getattr`` on a missing
+    one costs an exception; this is a dict lookup on the streaming hot path)."""
+    return getattr(obj, "__pydantic_extra__", None) or {}
+
+
+def _reasoning_of(extra: dict[str, Any]) -> str | None:
     """DeepSeek/vLLM/llama.cpp ``reasoning_content``, or Ollama/LM Studio ``reasoning``."""
-    return getattr(obj, "reasoning_content", None) or getattr(obj, "reasoning", None) or None
+    return extra.get("reasoning_content") or extra.get("reasoning") or None
+
+
+def _chunk(**values: Any) -> AIMessageChunk:
+    """An ``AIMessageChunk`` from values already in shape, without re-validation."""
+    return _fast_new(AIMessageChunk, **values)
 
 
 def _metadata(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +184,7 @@ class StreamConverter:
         if chunk.id:
             meta["id"] = chunk.id
         if not chunk.choices:
-            pfr = getattr(chunk, "prompt_filter_results", None)
+            pfr = _extra(chunk).get("prompt_filter_results")
             if pfr is not None:
                 meta["prompt_filter_results"] = pfr
             return None
@@ -176,21 +194,21 @@ class StreamConverter:
         tools: list[dict[str, Any]] = []
         if delta is not None:
             content = delta.content
-            reasoning = _reasoning_of(delta)
+            reasoning = _reasoning_of(_extra(delta))
             refusal = delta.refusal
             if delta.tool_calls:
                 tools = self._tool_chunks(delta.tool_calls)
         extra: dict[str, Any] = {}
         if choice.finish_reason is not None:
             extra["finish_reason"] = choice.finish_reason
-        cfr = getattr(choice, "content_filter_results", None)
+        cfr = _extra(choice).get("content_filter_results")
         if cfr is not None:
             extra["content_filter_results"] = cfr
         if not (content or reasoning or refusal or tools or extra):
             return None
-        return AIMessageChunk(content=content or "", id=self.message_id,
-                              reasoning_content=reasoning or None, refusal=refusal or None,
-                              tool_call_chunks=tools, response_metadata=extra)
+        return _chunk(content=content or "", id=self.message_id,
+                      reasoning_content=reasoning or None, refusal=refusal or None,
+                      tool_call_chunks=tools, response_metadata=extra)
 
     def finish(self) -> AIMessageChunk:
         """The closing chunk: last usage seen, model name, provider response id."""

@@ -127,8 +127,12 @@ class ScriptedChatModel(BaseChatModel):
         fields["tool_calls"] = calls
         return fields
 
-    def _usage(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> dict[str, int]:
+    def _usage(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> dict[str, Any]:
         given = fields.get("usage") or fields.get("usage_metadata")
+        if given and "input_tokens" in given:
+            out = given.get("output_tokens", 0)
+            return {**given, "output_tokens": out,
+                    "total_tokens": given.get("total_tokens", given["input_tokens"] + out)}
         if given:
             inp = given.get("input_tokens", given.get("prompt_tokens", 0))
             out = given.get("output_tokens", given.get("completion_tokens", 0))

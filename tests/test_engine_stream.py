@@ -1,0 +1,245 @@
+"""Stream modes, subgraphs, errors and cancellation while streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import threading
+from typing import Annotated, TypedDict
+
+import pytest
+
+from threadloom import START, StateGraph, get_stream_writer
+from threadloom.engine.runtime import emit_message_chunk
+
+
+class S(TypedDict):
+    n: int
+    log: Annotated[list, operator.add]
+
+
+def two_step():
+    def inc(s):
+        get_stream_writer()({"progress": s["n"]})
+        return {"n": s["n"] + 1, "log": ["inc"]}
+
+    g = StateGraph(S)
+    g.add_node("inc", inc)
+    g.add_node("again", lambda s: {"log": ["again"]})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", "again")
+    return g.compile()
+
+
+def test_values_mode_yields_state_after_input_and_each_step():
+    chunks = list(two_step().stream({"n": 1}))
+    assert chunks == [
+        {"n": 1, "log": []},
+        {"n": 2, "log": ["inc"]},
+        {"n": 2, "log": ["inc", "again"]},
+    ]
+
+
+def test_updates_mode_yields_node_updates():
+    assert list(two_step().stream({"n": 1}, stream_mode="updates")) == [
+        {"inc": {"n": 2, "log": ["inc"]}},
+        {"again": {"log": ["again"]}},
+    ]
+
+
+def test_custom_mode_and_list_of_modes():
+    app = two_step()
+    assert list(app.stream({"n": 5}, stream_mode="custom")) == [{"progress": 5}]
+    pairs = list(app.stream({"n": 5}, stream_mode=["custom", "updates"]))
+    assert [mode for mode, _ in pairs] == ["custom", "updates", "updates"]
+
+
+def test_debug_mode_reports_task_start_and_result():
+    events = list(two_step().stream({"n": 1}, stream_mode="debug"))
+    kinds = [(e["type"], e["payload"]["name"]) for e in events]
+    assert kinds == [("task", "inc"), ("task_result", "inc"),
+                     ("task", "again"), ("task_result", "again")]
+    assert events[1]["payload"]["result"] == {"n": 2, "log": ["inc"]}
+
+
+def test_unknown_stream_mode_is_refused():
+    with pytest.raises(ValueError, match="unknown stream mode"):
+        list(two_step().stream({"n": 1}, stream_mode="everything"))
+
+
+def test_messages_mode_yields_chunks_with_metadata_and_no_duplicates():
+    from threadloom import AIMessage, AIMessageChunk, add_messages
+
+    class M(TypedDict):
+        messages: Annotated[list, add_messages]
+
+    def talk(s):
+        for piece in ("Hel", "lo"):
+            emit_message_chunk(AIMessageChunk(content=piece, id="m1"))
+        return {"messages": [AIMessage(content="Hello", id="m1"),
+                             AIMessage(content="not streamed", id="m2")]}
+
+    g = StateGraph(M)
+    g.add_node("talk", talk)
+    g.add_edge(START, "talk")
+    out = list(g.compile().stream({"messages": []}, {"tags": ["t1"]}, stream_mode="messages"))
+    assert [m.content for m, _ in out] == ["Hel", "lo", "not streamed"]
+    meta = out[0][1]
+    assert meta["node"] == "talk" and meta["step"] == 0 and meta["tags"] == ["t1"]
+
+
+def test_subgraph_streams_with_namespaces_and_sends_back_only_written_keys():
+    class P(TypedDict):
+        a: int
+        b: str
+        s1: int
+
+    sub = StateGraph(P)
+    sub.add_node("inner", lambda s: {"s1": 7})
+    sub.add_edge(START, "inner")
+
+    g = StateGraph(P)
+    g.add_node("node_a", lambda s: {"a": 1})
+    g.add_node("sub", sub.compile())
+    g.add_edge(START, "node_a")
+    g.add_edge(START, "sub")
+    app = g.compile()
+    # H08 case 1: no clash on keys the subgraph only carried
+    assert app.invoke({"a": 0, "b": "x", "s1": 0}) == {"a": 1, "b": "x", "s1": 7}
+    events = list(app.stream({"a": 0, "b": "x", "s1": 0}, stream_mode="updates",
+                             subgraphs=True))
+    namespaces = [ns for ns, _ in events]
+    assert () in namespaces
+    nested = [(ns, ev) for ns, ev in events if ns]
+    assert nested and nested[0][0][0].startswith("sub:")
+    assert nested[0][1] == {"inner": {"s1": 7}}
+    plain = list(app.stream({"a": 0, "b": "x", "s1": 0}, stream_mode="updates"))
+    assert all("inner" not in ev for ev in plain)
+
+
+def test_failing_node_ends_the_stream_with_the_error_sync_and_async():
+    g = StateGraph(S)
+    g.add_node("ok", lambda s: {"n": 1})
+    g.add_node("boom", lambda s: 1 / 0)
+    g.add_edge(START, "ok")
+    g.add_edge("ok", "boom")
+    app = g.compile()
+    seen = []
+    with pytest.raises(ZeroDivisionError):
+        for chunk in app.stream({"n": 0}, stream_mode="updates"):
+            seen.append(chunk)
+    assert seen == [{"ok": {"n": 1}}]
+
+    async def consume():
+        async for _ in app.astream({"n": 0}):
+            pass
+
+    with pytest.raises(ZeroDivisionError):
+        asyncio.run(asyncio.wait_for(consume(), 10))
+
+
+def test_cancelling_astream_consumer_cancels_nodes_and_thread_resumes(memory_checkpointer):
+    started = threading.Event()
+    cancelled = []
+    slow_enabled = {"on": True}
+
+    async def slow(s):
+        started.set()
+        if slow_enabled["on"]:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+        return {"log": ["slow"]}
+
+    g = StateGraph(S)
+    g.add_node("first", lambda s: {"log": ["first"]})
+    g.add_node("slow", slow)
+    g.add_edge(START, "first")
+    g.add_edge("first", "slow")
+    app = g.compile(checkpointer=memory_checkpointer)
+
+    async def consume_then_cancel():
+        agen = app.astream({"n": 0}, thread_id="c1", stream_mode="updates")
+        async for chunk in agen:
+            if "first" in chunk:
+                break
+        await agen.aclose()
+
+    asyncio.run(asyncio.wait_for(consume_then_cancel(), 10))
+    assert cancelled == [True] or not started.is_set()
+    assert app.get_state(thread_id="c1").next == ("slow",)
+    slow_enabled["on"] = False
+    assert app.invoke(None, thread_id="c1")["log"] == ["first", "slow"]
+
+
+def test_breaking_out_of_sync_stream_stops_the_run():
+    ran = []
+    g = StateGraph(S)
+    g.add_node("one", lambda s: ran.append(1) or {"n": 1})
+    g.add_node("two", lambda s: ran.append(2) or {"n": 2})
+    g.add_edge(START, "one")
+    g.add_edge("one", "two")
+    for _ in g.compile().stream({"n": 0}, stream_mode="updates"):
+        break
+    assert ran == [1]
+
+
+def test_subgraph_interrupt_pauses_parent_and_resumes(memory_checkpointer):
+    from threadloom import Command, interrupt
+
+    class P(TypedDict):
+        answer: str
+        log: Annotated[list, operator.add]
+
+    inner_runs = []
+
+    def ask(s):
+        inner_runs.append(1)
+        return {"answer": interrupt("name?")}
+
+    sub = StateGraph(P)
+    sub.add_node("ask", ask)
+    sub.add_node("greet", lambda s: {"log": [f"hi {s['answer']}"]})
+    sub.add_edge(START, "ask")
+    sub.add_edge("ask", "greet")
+
+    g = StateGraph(P)
+    g.add_node("before", lambda s: {"log": ["before"]})
+    g.add_node("sub", sub.compile())
+    g.add_node("after", lambda s: {"log": ["after"]})
+    g.add_edge(START, "before")
+    g.add_edge("before", "sub")
+    g.add_edge("sub", "after")
+    app = g.compile(checkpointer=memory_checkpointer)
+    out = app.invoke({"log": []}, thread_id="sub-int")
+    assert out["__interrupt__"][0].value == "name?"
+    assert app.get_state(thread_id="sub-int").next == ("sub",)
+    out = app.invoke(Command(resume="Ada"), thread_id="sub-int")
+    assert out["log"] == ["before", "hi Ada", "after"]
+    assert out["answer"] == "Ada"
+    assert inner_runs == [1, 1]
+
+
+def test_send_to_subgraph_and_parent_command():
+    from threadloom import Command, Send
+
+    class P(TypedDict):
+        x: int
+        results: Annotated[list, operator.add]
+
+    def work(s):
+        if s["x"] == 3:
+            return Command(graph=Command.PARENT, update={"results": ["parent-jump"]})
+        return {"results": [s["x"] * 10]}
+
+    sub = StateGraph(P)
+    sub.add_node("work", work)
+    sub.add_edge(START, "work")
+    g = StateGraph(P)
+    g.add_node("sub", sub.compile())
+    g.add_conditional_edges(START, lambda s: [Send("sub", {"x": i, "results": []})
+                                              for i in (1, 2, 3)])
+    out = g.compile().invoke({"x": 0, "results": []})
+    assert out["results"] == [10, 20, "parent-jump"]
