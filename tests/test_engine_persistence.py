@@ -263,3 +263,23 @@ def test_interrupt_resume_under_each_durability(checkpointer, thread_id, durabil
     app = approval_graph([]).compile(checkpointer=checkpointer, durability=durability)
     assert "__interrupt__" in app.invoke({"request": "x"}, thread_id=thread_id)
     assert app.invoke(Command(resume="y"), thread_id=thread_id)["log"] == ["asked", "act:y"]
+
+
+def test_invalid_parallel_writes_commit_nothing_from_that_step(checkpointer, thread_id):
+    from threadloom import InvalidUpdateError, Send
+
+    class L(TypedDict):
+        last: int
+        other: int
+
+    g = StateGraph(L)
+    g.add_node("fan", lambda s: {"other": 1})
+    g.add_node("worker", lambda arg: {"last": arg["x"]})
+    g.add_edge(START, "fan")
+    g.add_conditional_edges("fan", lambda s: [Send("worker", {"x": i}) for i in (1, 2, 3)])
+    app = g.compile(checkpointer=checkpointer)
+    with pytest.raises(InvalidUpdateError, match="'last'"):
+        app.invoke({"last": 0, "other": 0}, thread_id=thread_id)
+    snap = app.get_state(thread_id=thread_id)
+    assert snap.values == {"last": 0, "other": 1}
+    assert snap.next == ("worker", "worker", "worker")

@@ -428,7 +428,7 @@ def test_to_openai_messages_invalid_calls_sent_back_and_reasoning_opt_in() -> No
     assert item["tool_calls"][0] == {
         "id": "c9",
         "type": "function",
-        "function": {"name": "f", "arguments": "[1,2]"},
+        "function": {"name": "f", "arguments": "{}"},  # raw args only in the error (H14)
     }
     assert "reasoning_content" not in item
     assert to_openai_messages([msg], include_reasoning=True)[0]["reasoning_content"] == "hmm"

@@ -638,9 +638,10 @@ def _ai_to_openai(msg: AIMessage, empty_content: str | None, reasoning: bool) ->
         _wire_call(c["id"], c["name"], json.dumps(c["args"], ensure_ascii=False))
         for c in msg.tool_calls
     ]
+    # An invalid call's raw arguments live only in its error tool message; the history
+    # sent back always carries valid JSON (case H14).
     calls.extend(
-        _wire_call(c.get("id") or "", c.get("name") or "", c.get("args") or "")
-        for c in msg.invalid_tool_calls
+        _wire_call(c.get("id") or "", c.get("name") or "", "{}") for c in msg.invalid_tool_calls
     )
     if calls:
         item["tool_calls"] = calls

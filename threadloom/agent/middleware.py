@@ -20,7 +20,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.agent.hooks import HOOK_POINTS
 from threadloom.agent.state import State
@@ -71,12 +71,15 @@ class MiddlewareRuntime:
     """The second argument of a middleware node hook (LangChain's ``runtime``).
 
     Attributes:
-        context: the run's ``hook_context`` (request-scoped objects from the caller).
+        context: the ``context=`` object given to ``invoke`` (as LangChain), or else the
+            run's ``hook_context``.
         config: the running node's config (``{}`` outside a graph run).
+        hook_context: the run's ``hook_context`` (request-scoped objects from the caller).
     """
 
     context: Any = None
     config: dict[str, Any] = field(default_factory=dict)
+    hook_context: Any = None
 
     @property
     def stream_writer(self) -> Callable[[Any], None]:
@@ -232,7 +235,7 @@ def _make_hook(mw: AgentMiddleware, hook: str, impl: Callable[..., Any]) -> Call
     label = f"{mw.name}.{hook}"
 
     async def run(state: State, context: Any = None) -> dict[str, Any] | None:
-        result = impl(StateView(state), MiddlewareRuntime(context, _config()))
+        result = impl(StateView(state), _runtime(context))
         if inspect.isawaitable(result):
             result = await result
         return _checked_update(result, mw.name, hook, allowed)
@@ -241,11 +244,14 @@ def _make_hook(mw: AgentMiddleware, hook: str, impl: Callable[..., Any]) -> Call
     return run
 
 
-def _config() -> dict[str, Any]:
+def _runtime(hook_context: Any) -> MiddlewareRuntime:
     from threadloom.engine.runtime import current_task
 
     task = current_task()
-    return task.config if task is not None else {}
+    if task is None:
+        return MiddlewareRuntime(hook_context, {}, hook_context)
+    context = task.context if task.context is not None else hook_context
+    return MiddlewareRuntime(context, task.config, hook_context)
 
 
 def _checked_update(
@@ -407,6 +413,14 @@ after_model = _decorator("after_model", jumps=True)
 after_agent = _decorator("after_agent", jumps=True)
 wrap_model_call = _decorator("wrap_model_call", jumps=False)
 wrap_tool_call = _decorator("wrap_tool_call", jumps=False)
+
+if TYPE_CHECKING:
+    from threadloom.agent.middleware_library import (
+        ModelCallCacheMiddleware,
+        ModelFallbackMiddleware,
+        ModelRetryMiddleware,
+        ToolRetryMiddleware,
+    )
 
 _LIBRARY = ("ModelCallCacheMiddleware", "ModelFallbackMiddleware", "ModelRetryMiddleware",
             "ToolRetryMiddleware")

@@ -159,8 +159,9 @@ def _tool_key(t: Any) -> Any:
 class ModelCallCacheMiddleware(AgentMiddleware):
     """Answer a model call from memory when the same request was answered before.
 
-    The key is a SHA-256 of the model's class and name, the messages (ids left out),
-    the tools' schemas, ``tool_choice``, ``response_format`` and ``generation_kwargs``.
+    The key is a SHA-256 of the model's class and name, the system prompt, the messages
+    (ids left out), the tools' schemas, ``tool_choice``, ``response_format`` and
+    ``generation_kwargs``.
     A hit returns a copy of the stored reply with a fresh id, no ``usage_metadata`` (it
     cost no tokens) and ``response_metadata["cache_hit"] = True``. Failed calls are not
     cached. The cache is per instance, in process memory, least recently used first out.
@@ -186,6 +187,7 @@ class ModelCallCacheMiddleware(AgentMiddleware):
         payload = {
             "model": [type(model).__module__, type(model).__qualname__,
                       getattr(model, "model", None) or getattr(model, "name", None)],
+            "system_prompt": getattr(request, "system_prompt", None),
             "messages": [m.model_dump(mode="json", exclude={"id"}) for m in request.messages],
             "tools": [_tool_key(t) for t in request.tools or ()],
             "tool_choice": request.tool_choice,

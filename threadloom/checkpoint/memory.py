@@ -18,7 +18,6 @@ from threadloom.checkpoint.blobs import BlobRow, NewBlob
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, Lease, StoredCheckpointer
 
-
 # A preset dictionary of what checkpoint JSON is made of: small blobs compress 3-5x with it.
 _ZDICT = (
     b'{"step":"source":"loop","input","update","fork","writes":{"parents":{}}"__start__":'

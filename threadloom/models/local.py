@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from threadloom.engine.errors import ModelError
-from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage, to_openai_messages
+from threadloom.messages import AIMessage, AIMessageChunk
 from threadloom.models.openai import OpenAIChatModel
-from threadloom.models.tool_prompting import build_request
 
 __all__ = ["LOCAL_MODELS", "LocalChatModel", "LocalModelSpec", "pull_model", "resolve_model"]
 
@@ -297,20 +296,6 @@ def _stop_all() -> None:
         _servers.clear()
 
 
-class _LocalOpenAIChatModel(OpenAIChatModel):
-    """`OpenAIChatModel` that caps JSON-schema tool rounds (see `build_request`)."""
-
-    max_tool_rounds: int | None = None
-
-    def request_params(self, msgs: list[BaseMessage], tools: list[dict] | None,
-                       opts: dict[str, Any], *, stream: bool) -> dict[str, Any]:
-        params = super().request_params(msgs, tools, opts, stream=stream)
-        if tools and self.tool_calling == "json_schema" and self.max_tool_rounds is not None:
-            wire = to_openai_messages(msgs, empty_content=self.empty_content)
-            params.update(build_request(wire, tools, max_tool_rounds=self.max_tool_rounds))
-        return params
-
-
 # -- the chat model ------------------------------------------------------------------------
 class LocalChatModel:
     """A chat model served by llama.cpp in this process, spoken to via `OpenAIChatModel`.
@@ -401,11 +386,12 @@ class LocalChatModel:
             mode = self.tool_calling
             if mode == "auto":
                 mode = "native" if server.supports_tools else "json_schema"
-            self._client = _LocalOpenAIChatModel(
+            self._client = OpenAIChatModel(
                 model=path.stem, base_url=f"{server.base_url}/v1",
-                api_key=server.api_key, tool_calling=mode, **self.generation_kwargs,
+                api_key=server.api_key, tool_calling=mode,
+                tool_prompting_options={"max_tool_rounds": self.max_tool_rounds},
+                **self.generation_kwargs,
             )
-            self._client.max_tool_rounds = self.max_tool_rounds
             self._base_url, self._api_key = f"{server.base_url}/v1", server.api_key
             self._key = key
             return self._client

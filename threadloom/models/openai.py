@@ -78,6 +78,9 @@ class OpenAIChatModel(BaseChatModel):
             calls through a JSON-schema ``response_format`` (models without native tool
             support); ``"auto"`` sends ``tools`` and also accepts a reply whose text is a
             JSON tool call.
+        tool_prompting_options: keyword arguments for
+            ``threadloom.models.tool_prompting.build_request`` in ``"json_schema"`` mode
+            (e.g. ``{"max_tool_rounds": 1}`` for very small models).
         default_headers: extra HTTP headers on every request.
         include_reasoning: echo ``reasoning_content`` of earlier assistant turns (DeepSeek's
             thinking mode with tools expects it).
@@ -97,6 +100,7 @@ class OpenAIChatModel(BaseChatModel):
                  *, organization: str | None = None, timeout: float | None = None,
                  max_retries: int | None = None, empty_content: str | None = "",
                  merge_system_messages: bool = False, tool_calling: ToolCalling = "native",
+                 tool_prompting_options: dict[str, Any] | None = None,
                  default_headers: dict[str, str] | None = None,
                  include_reasoning: bool = False, http_client: Any = None,
                  streaming: bool = False, **generation_kwargs: Any) -> None:
@@ -112,6 +116,7 @@ class OpenAIChatModel(BaseChatModel):
         self.empty_content = empty_content
         self.merge_system_messages = merge_system_messages
         self.tool_calling: ToolCalling = tool_calling
+        self.tool_prompting_options = dict(tool_prompting_options or {})
         self.default_headers = dict(default_headers or {})
         self.include_reasoning = include_reasoning
         self.http_client = http_client
@@ -192,7 +197,8 @@ class OpenAIChatModel(BaseChatModel):
             params["tool_choice"] = {"type": "function", "function": {"name": choice}}
         if tools and self.tool_calling == "json_schema":
             params.pop("tool_choice", None)
-            params.update(_tool_prompting().build_request(wire, tools))
+            params.update(
+                _tool_prompting().build_request(wire, tools, **self.tool_prompting_options))
         else:
             params["messages"] = wire
             if tools:

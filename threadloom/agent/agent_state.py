@@ -1,0 +1,246 @@
+"""``AgentState``: the keys every agent run keeps, their reducers, and the hook bridge.
+
+The counters (``step_count``, ``token_usage``, ``tool_call_counts``) are reduced by
+summing, so every writer only writes what it adds; writing ``None`` resets one (the
+``before_run`` node does so: the counters are per run, as Haystack's). ``HookBridge``
+turns the graph state into the live ``State`` hooks see and turns what hooks changed back
+into graph writes (deltas for messages and counters, so a hook that appends one message
+writes one message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict
+
+from threadloom.agent.state import State
+from threadloom.engine.channels import Ephemeral
+from threadloom.messages import REMOVE_ALL_MESSAGES, AnyMessage, BaseMessage, RemoveMessage
+from threadloom.reducers import add_messages, merge_lists, replace_values
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+CONTROL_KEYS = ("jump_to", "stop_run", "continue_run")
+JUMP_TARGETS = ("model", "tools", "end")
+
+
+def sum_steps(current: int | None, update: int | None) -> int:
+    """Reducer of ``step_count``: adds ``update``; ``None`` resets to 0."""
+    if update is None:
+        return 0
+    return (current or 0) + update
+
+
+def sum_usage(current: Mapping[str, int] | None, update: Mapping[str, int] | None) -> dict[str, int]:
+    """Reducer of ``token_usage``: adds ``input/output/total_tokens``; ``None`` resets."""
+    out = {k: 0 for k in USAGE_KEYS}
+    if update is None:
+        return out
+    for source in (current or {}, update):
+        for key in USAGE_KEYS:
+            out[key] += int(source.get(key) or 0)
+    return out
+
+
+def sum_counts(current: Mapping[str, int] | None, update: Mapping[str, int] | None) -> dict[str, int]:
+    """Reducer of ``tool_call_counts`` (``{tool_name: n}``): adds per name; ``None`` resets."""
+    if update is None:
+        return {}
+    out = dict(current or {})
+    for name, n in update.items():
+        out[name] = out.get(name, 0) + n
+    return out
+
+
+class AgentState(TypedDict, total=False):
+    """The state of an agent run; extend it (as a TypedDict) to add your own keys.
+
+    As LangChain's ``AgentState``, with Haystack's run bookkeeping:
+
+    Attributes:
+        messages: the conversation (``add_messages``); never holds the system prompt.
+        last_message: the final message of the run (set by ``after_run``).
+        step_count: model calls in this run (one step = one model call + its tool calls).
+        token_usage: ``{"input_tokens", "output_tokens", "total_tokens"}`` summed over
+            this run's model calls.
+        tool_call_counts: ``{tool_name: n}`` of calls executed in this run.
+        exit_reason: why the run ended: ``"text"``, ``"length"``, ``"content_filter"``,
+            a tool name, ``"structured_response"``, ``"max_agent_steps"``,
+            ``"jump_to_end"`` or a hook's ``stop_run`` value.
+        continue_run: set by an ``on_exit`` hook to go on instead of ending.
+        stop_run: set by a hook to end the run; its value becomes ``exit_reason``.
+        jump_to: set by a hook: ``"model"``, ``"tools"`` or ``"end"`` (lives one step).
+        structured_response: the validated ``response_format`` object.
+        context_tokens: the context size after the last model call (its total tokens,
+            or an estimate of about four characters per token).
+        hook_context: request-scoped objects handed to hooks (never checkpointed).
+        tools: names of the tools offered in this run (None: all configured tools).
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    last_message: AnyMessage | None
+    step_count: Annotated[int, sum_steps]
+    token_usage: Annotated[dict[str, int], sum_usage]
+    tool_call_counts: Annotated[dict[str, int], sum_counts]
+    exit_reason: Any
+    continue_run: Annotated[bool, Ephemeral]
+    stop_run: Annotated[Any, Ephemeral]
+    jump_to: Annotated[str | None, Ephemeral]
+    structured_response: Any
+    context_tokens: int
+    hook_context: Any
+    tools: list[str] | None
+
+
+OUTPUT_KEYS = (
+    "messages", "last_message", "step_count", "token_usage", "tool_call_counts", "exit_reason",
+)
+"""Agent keys every run returns (plus ``structured_response`` and the user's keys)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overwrite:
+    """A write that replaces a reduced user key's value instead of merging into it."""
+
+    value: Any
+
+
+def overwritable(handler: Any) -> Any:
+    """Wrap a state handler as a channel reducer that also accepts ``Overwrite``."""
+
+    def reducer(current: Any, update: Any) -> Any:
+        if isinstance(update, Overwrite):
+            return update.value
+        return handler(current, update)
+
+    reducer.__name__ = getattr(handler, "__name__", "handler")
+    reducer.__qualname__ = reducer.__name__
+    return reducer
+
+
+def messages_update(old: list[BaseMessage], new: list[BaseMessage]) -> list[BaseMessage]:
+    """The ``add_messages`` update that turns ``old`` into ``new`` (empty when equal).
+
+    Appends give only the new messages; in-place replacements give the replaced
+    messages (same id); removals give ``RemoveMessage(id)``; anything else (reordering,
+    insertions in the middle) gives ``RemoveMessage(REMOVE_ALL_MESSAGES)`` + ``new``.
+    """
+    if new is old:
+        return []
+    n = len(old)
+    if len(new) >= n and all(a is b for a, b in zip(old, new, strict=False)):
+        return list(new[n:])
+    new_ids = {m.id for m in new}
+    removed = [m.id for m in old if m.id not in new_ids]
+    gone = set(removed)
+    survivors = [m for m in old if m.id not in gone]
+    out: list[BaseMessage] = [RemoveMessage(id=i) for i in removed if i]
+    old_ids = {m.id for m in old}
+    for i, message in enumerate(new):
+        if i < len(survivors):
+            if message.id != survivors[i].id:
+                return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new]
+            if message is not survivors[i]:
+                out.append(message)
+        elif message.id in old_ids:
+            return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new]
+        else:
+            out.append(message)
+    return out
+
+
+@dataclass(slots=True)
+class Control:
+    """What hooks asked for besides state writes."""
+
+    jump_to: str | None = None
+    stop_run: Any = None
+    continue_run: bool = False
+
+
+class HookBridge:
+    """Builds the live ``State`` for hooks and turns its changes into graph writes.
+
+    Args:
+        schema: the hook ``State`` schema ``{key: {"type": T, "handler": fn}}`` covering
+            every agent key and user key.
+        reduced: user keys whose graph channel merges writes through their handler.
+    """
+
+    def __init__(self, schema: dict[str, dict[str, Any]], reduced: frozenset[str]) -> None:
+        self.schema = schema
+        self.reduced = reduced
+
+    def make(self, values: Mapping[str, Any], messages: list[BaseMessage]) -> State:
+        """A ``State`` over ``values`` (messages copied, so in-place edits stay local)."""
+        schema = self.schema
+        data = {k: v for k, v in values.items() if k in schema}
+        data["messages"] = list(messages)
+        return State(schema, data)
+
+    def updates(
+        self, state: State, before: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], Control]:
+        """Graph writes (without ``messages``) and control requests from what hooks set.
+
+        Raises:
+            ValueError: ``jump_to`` is not ``"model"``, ``"tools"`` or ``"end"``.
+        """
+        update: dict[str, Any] = {}
+        control = Control()
+        for key, value in state.changes().items():
+            if key == "messages":
+                continue
+            if key in CONTROL_KEYS:
+                _set_control(control, key, value)
+            elif key == "step_count":
+                update[key] = (value or 0) - (before.get(key) or 0)
+            elif key == "token_usage":
+                old = before.get(key) or {}
+                update[key] = {k: (value or {}).get(k, 0) - old.get(k, 0) for k in USAGE_KEYS}
+            elif key == "tool_call_counts":
+                old = before.get(key) or {}
+                names = set(old) | set(value or {})
+                update[key] = {n: (value or {}).get(n, 0) - old.get(n, 0) for n in names}
+            elif key in self.reduced:
+                update[key] = _reduced_write(before.get(key), value)
+            else:
+                update[key] = value
+        return update, control
+
+
+def _set_control(control: Control, key: str, value: Any) -> None:
+    if key == "jump_to":
+        if value is not None and value not in JUMP_TARGETS:
+            raise ValueError(f"jump_to must be one of {JUMP_TARGETS}, got {value!r}")
+        control.jump_to = value
+    elif key == "stop_run":
+        control.stop_run = value
+    else:
+        control.continue_run = bool(value)
+
+
+def _reduced_write(old: Any, new: Any) -> Any:
+    if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old) and all(
+        a is b for a, b in zip(old, new, strict=False)
+    ):
+        return new[len(old):]
+    return Overwrite(new)
+
+
+def hook_schema(user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str]) -> dict[str, Any]:
+    """The ``State`` schema hooks see: agent keys, user entries, template variables."""
+    schema: dict[str, dict[str, Any]] = {
+        key: {"type": Any, "handler": replace_values} for key in AgentState.__annotations__
+    }
+    schema["messages"] = {"type": list, "handler": add_messages}
+    for key in extra_keys:
+        schema.setdefault(key, {"type": Any, "handler": replace_values})
+    schema.update(user_entries)
+    return schema
+
+
+__all__ = [
+    "OUTPUT_KEYS", "AgentState", "Control", "HookBridge", "Overwrite", "hook_schema",
+    "merge_lists", "messages_update", "overwritable", "sum_counts", "sum_steps", "sum_usage",
+]

@@ -1,0 +1,124 @@
+"""Exit conditions: when an agent run ends, and with which ``exit_reason``.
+
+Haystack semantics, with its reported gaps closed:
+
+- ``"text"``: an assistant reply without tool calls that has text (or a refusal). An
+  empty reply without tool calls is no exit: the loop goes on (bounded by
+  ``max_agent_steps``).
+- finish reason ``"length"`` / ``"content_filter"``: the reply was cut off or filtered;
+  the run ends with that reason, never ``"text"`` (case H13).
+- a tool name in ``exit_conditions``, or a ``return_direct`` tool: the run ends after a
+  tools step in which *any* call of that tool succeeded, first in call order (case
+  H11); a call answered with an error does not count.
+- ``"structured_response"``: the structured response was produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from threadloom.messages import AIMessage, BaseMessage
+
+TEXT = "text"
+MAX_STEPS = "max_agent_steps"
+JUMP_END = "jump_to_end"
+FINISH_EXITS = ("length", "content_filter")
+
+
+@dataclass(frozen=True, slots=True)
+class ExitRules:
+    """The exit conditions of one agent.
+
+    Attributes:
+        text: ``"text"`` is among the conditions.
+        tools: tool names that end the run when one of their calls succeeds
+            (``exit_conditions`` names plus ``return_direct`` tools).
+        max_steps: ``max_agent_steps``.
+    """
+
+    text: bool
+    tools: frozenset[str]
+    max_steps: int
+
+
+def make_rules(
+    exit_conditions: Sequence[str] | None,
+    tool_names: Collection[str],
+    return_direct: Collection[str],
+    max_steps: int,
+) -> ExitRules:
+    """Check ``exit_conditions`` against the tools and build the rules.
+
+    Raises:
+        ValueError: an unknown condition (neither ``"text"`` nor a tool name), or
+            ``max_steps`` below 1.
+    """
+    conditions = list(exit_conditions) if exit_conditions is not None else [TEXT]
+    if isinstance(exit_conditions, str):
+        raise ValueError(f"exit_conditions must be a list, got the string {exit_conditions!r}")
+    unknown = [c for c in conditions if c != TEXT and c not in tool_names]
+    if unknown:
+        raise ValueError(
+            f"exit_conditions {unknown} are neither 'text' nor a tool name; tools: "
+            f"{sorted(tool_names) or '(none)'}")
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_agent_steps must be a positive int, got {max_steps!r}")
+    tools = frozenset(c for c in conditions if c != TEXT) | frozenset(return_direct)
+    return ExitRules(TEXT in conditions, tools, max_steps)
+
+
+def reply_exit(message: AIMessage, rules: ExitRules) -> str | None:
+    """The exit reason for a model reply routed straight to the exit check, or None."""
+    finish = message.finish_reason
+    if finish in FINISH_EXITS:
+        return finish
+    if message.tool_calls or message.invalid_tool_calls:
+        return None
+    if rules.text and (message.text.strip() or message.refusal):
+        return TEXT
+    return None
+
+
+def tools_exit(messages: Sequence[BaseMessage], rules: ExitRules) -> str | None:
+    """The exit reason after a tools step: the first exit tool, in call order, that succeeded.
+
+    Args:
+        messages: the history; the tools step's results follow its last ``AIMessage``.
+        rules: the agent's exit rules.
+    """
+    if not rules.tools:
+        return None
+    ok: set[str] = set()
+    ai: AIMessage | None = None
+    for message in reversed(messages):
+        if message.type == "tool":
+            if message.status != "error":  # type: ignore[attr-defined]
+                ok.add(message.tool_call_id)  # type: ignore[attr-defined]
+        elif message.type == "ai":
+            ai = message  # type: ignore[assignment]
+            break
+    if ai is None:
+        return None
+    for call in ai.tool_calls:
+        if call["name"] in rules.tools and call.get("id") in ok:
+            return call["name"]
+    return None
+
+
+def last_exit(messages: Sequence[BaseMessage], rules: ExitRules) -> str | None:
+    """The exit reason the end of ``messages`` calls for, or None to go on."""
+    if not messages:
+        return None
+    last = messages[-1]
+    if last.type == "ai":
+        return reply_exit(last, rules)  # type: ignore[arg-type]
+    if last.type == "tool":
+        return tools_exit(messages, rules)
+    return None
+
+
+__all__ = [
+    "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules", "last_exit", "make_rules",
+    "reply_exit", "tools_exit",
+]

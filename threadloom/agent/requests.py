@@ -1,0 +1,328 @@
+"""What one model call and one tool call receive, and how the model request is made valid.
+
+``ModelRequest`` and ``ToolCallRequest`` are what ``wrap_model_call`` / ``wrap_tool_call``
+middleware see (as LangChain's of the same names). ``request_messages`` builds the list a
+chat model is sent: exactly one system prompt, at index 0, never stored in the history
+(case H24). ``repair_tool_pairs`` is the guarantee that every tool call in a history has
+exactly one tool result right after its assistant message, whatever hooks, interrupts or
+rejections did (case H04), so no provider answers 400 for a dangling tool call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from threadloom.prompts import ChatPromptTemplate
+
+MISSING_RESULT = (
+    "Error: tool call {name!r} (id {id}) has no result: it was interrupted or skipped "
+    "before it returned one, so it may not have run. Call it again if it is still needed."
+)
+
+
+@dataclass(slots=True)
+class RunOptions:
+    """Per-run options that are not state (never checkpointed).
+
+    Attributes:
+        hook_context: handed to hooks taking ``(state, context)``.
+        generation_kwargs: merged over the agent's (run-time keys win).
+        streaming_callback: called with each ``AIMessageChunk`` of every model call.
+        extra_tools: ``Tool`` objects given at run time beyond the configured ones.
+        user_context: the ``context=`` object of the call (middleware ``runtime.context``).
+    """
+
+    hook_context: Any = None
+    generation_kwargs: dict[str, Any] | None = None
+    streaming_callback: Callable[[Any], Any] | None = None
+    extra_tools: tuple[Any, ...] = ()
+    user_context: Any = None
+
+
+NO_OPTIONS = RunOptions()
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One model call, as ``wrap_model_call`` middleware sees it (LangChain's ``ModelRequest``).
+
+    Attributes:
+        model: the chat model to call.
+        messages: the history to send, without the system prompt.
+        system_prompt: the system prompt text (sent first), or None.
+        tools: ``Tool`` objects and OpenAI tool dicts offered to the model.
+        tool_choice: ``"auto"``/``"none"``/``"required"``/a tool name, or None.
+        response_format: an OpenAI ``response_format`` dict (native structured output).
+        generation_kwargs: ``temperature``, ``max_tokens``...
+        state: the agent state (read-only view) at the time of the call.
+        config: the run config (``configurable`` holds ``thread_id``...).
+        runtime: the engine ``Runtime`` (``runtime.context`` is the call's ``context=``).
+        merge_system_messages: join every system message into the leading one.
+    """
+
+    model: Any
+    messages: list[BaseMessage]
+    system_prompt: str | None = None
+    tools: list[Any] = field(default_factory=list)
+    tool_choice: Any = None
+    response_format: Any = None
+    generation_kwargs: dict[str, Any] = field(default_factory=dict)
+    state: Any = None
+    config: dict[str, Any] = field(default_factory=dict)
+    runtime: Any = None
+    merge_system_messages: bool = False
+
+    def override(self, **changes: Any) -> ModelRequest:
+        """A copy with ``changes`` applied (as LangChain's ``ModelRequest.override``)."""
+        return dataclasses.replace(self, **changes)
+
+    def request_messages(self) -> list[BaseMessage]:
+        """The exact list sent to the model (see ``request_messages``)."""
+        return request_messages(self.system_prompt, self.messages, self.merge_system_messages)
+
+
+@dataclass(slots=True)
+class ToolCallRequest:
+    """One tool call, as ``wrap_tool_call`` middleware sees it (LangChain's ``ToolCallRequest``).
+
+    Attributes:
+        tool_call: ``{"name", "args", "id", "type"?}``.
+        tool: the ``Tool`` that will run it.
+        state: the agent state at the time of the call.
+        config: the run config.
+        runtime: the engine ``Runtime``.
+    """
+
+    tool_call: dict[str, Any]
+    tool: Any
+    state: Any = None
+    config: dict[str, Any] = field(default_factory=dict)
+    runtime: Any = None
+
+    def override(self, **changes: Any) -> ToolCallRequest:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+
+_SYSTEM_CACHE: dict[str, SystemMessage] = {}
+
+
+def system_message(text: str) -> SystemMessage:
+    """A (cached, shared) ``SystemMessage`` for a system prompt text."""
+    message = _SYSTEM_CACHE.get(text)
+    if message is None:
+        if len(_SYSTEM_CACHE) > 256:
+            _SYSTEM_CACHE.clear()
+        message = _SYSTEM_CACHE[text] = SystemMessage(text, id="system_prompt")
+    return message
+
+
+def request_messages(
+    system_prompt: str | None, history: Sequence[BaseMessage], merge: bool = False
+) -> list[BaseMessage]:
+    """The message list sent to the model: the system prompt first, then ``history``.
+
+    Args:
+        system_prompt: the rendered system prompt, or None/empty for none.
+        history: the stored conversation (it never holds the system prompt).
+        merge: join every system message (the prompt and any in ``history``, in order)
+            into one leading system message, for chat templates that reject a system
+            message anywhere but first (vLLM, LM Studio, MLX; case H24). Off: the order
+            is sent unchanged.
+
+    Returns:
+        A new list.
+    """
+    head = [system_message(system_prompt)] if system_prompt else []
+    messages = [*head, *history]
+    if merge:
+        from threadloom.prompts import merge_system_messages
+
+        return merge_system_messages(messages)
+    return messages
+
+
+class Prompts:
+    """The agent's ``system_prompt`` / ``user_prompt`` templates and their variables.
+
+    Args:
+        system_prompt: Jinja2 text (or None); rendered per request, never stored.
+        user_prompt: Jinja2 text (or None); rendered once per run, appended after the
+            messages passed in.
+        required_variables: ``"*"``, None or a list of names (each must be a variable of
+            one of the templates).
+
+    Raises:
+        ValueError: a required name used by neither template.
+        PromptTemplateError / SecurityError: a template that is invalid or unsafe.
+    """
+
+    def __init__(self, system_prompt: Any, user_prompt: Any, required_variables: Any) -> None:
+        system_text = getattr(system_prompt, "text", system_prompt)
+        user_text = getattr(user_prompt, "text", user_prompt)
+        self.system = _template(system_text, "system", required_variables)
+        self.user = _template(user_text, "user", required_variables)
+        names = [t.variables for t in (self.system, self.user) if t is not None]
+        self.variables: frozenset[str] = frozenset().union(*names)
+        if isinstance(required_variables, list | tuple | set | frozenset):
+            unknown = sorted(set(required_variables) - self.variables)
+            if unknown:
+                raise ValueError(f"required_variables {unknown} are not variables of "
+                                 f"system_prompt/user_prompt: {sorted(self.variables)}")
+        self.static_system = (self.system.render().strip() or None) if (
+            self.system is not None and not self.system.variables) else None
+        self._cache: dict[Any, str | None] = {}
+
+    def values(self, state: Any) -> dict[str, Any]:
+        """The template variables present in ``state``."""
+        return {name: state[name] for name in self.variables if name in state}
+
+    def system_text(self, values: dict[str, Any]) -> str | None:
+        """The rendered system prompt (cached per variable values), or None."""
+        if self.system is None:
+            return None
+        if not self.system.variables:
+            return self.static_system
+        try:
+            key: Any = tuple(sorted(values.items()))
+            hash(key)
+        except TypeError:
+            key = None
+        if key is not None and key in self._cache:
+            return self._cache[key]
+        text = self.system.render(**values).strip() or None
+        if key is not None:
+            if len(self._cache) > 128:
+                self._cache.clear()
+            self._cache[key] = text
+        return text
+
+    def user_messages(self, values: dict[str, Any]) -> list[BaseMessage]:
+        """The rendered user prompt's messages (empty without a user prompt)."""
+        return self.user.render_messages(**values) if self.user is not None else []
+
+
+def _template(text: Any, role: str, required: Any) -> ChatPromptTemplate | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise TypeError(f"{role}_prompt must be a str, got {type(text).__name__}")
+    template = ChatPromptTemplate(text, default_role=role)
+    if required == "*" or required is None:
+        chosen = required
+    else:
+        chosen = [n for n in required if n in template.variables]
+    return ChatPromptTemplate(text, required_variables=chosen, default_role=role)
+
+
+def _calls_of(message: AIMessage) -> list[tuple[str, str]]:
+    calls = [(c.get("id") or "", c.get("name") or "") for c in message.tool_calls]
+    calls += [(c.get("id") or "", c.get("name") or "") for c in message.invalid_tool_calls]
+    return calls
+
+
+def repair_tool_pairs(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Give every tool call exactly one result, right after its assistant message.
+
+    For each ``AIMessage`` with calls, its results follow it at once, in call order; a
+    call with no result gets an error ``ToolMessage`` saying it was interrupted or
+    skipped (``MISSING_RESULT``); duplicate results and orphan ``ToolMessage`` s (no
+    preceding call with that id) are dropped. Other messages keep their order.
+
+    Args:
+        messages: the history.
+
+    Returns:
+        ``messages`` itself when it was already valid, else a new list.
+    """
+    owner: dict[str, int] = {}
+    results: dict[int, dict[str, ToolMessage]] = {}
+    valid = True
+    expected: list[str] = []
+    for index, message in enumerate(messages):
+        kind = message.type
+        if kind == "tool":
+            ai_index = owner.get(message.tool_call_id)
+            got = results.get(ai_index) if ai_index is not None else None
+            if got is None or message.tool_call_id in got:
+                valid = False
+                continue
+            got[message.tool_call_id] = message
+            if not expected or expected[0] != message.tool_call_id:
+                valid = False
+            else:
+                expected.pop(0)
+            continue
+        if expected:
+            valid = False
+            expected = []
+        if kind == "ai" and (message.tool_calls or message.invalid_tool_calls):
+            calls = _calls_of(message)  # type: ignore[arg-type]
+            for call_id, _ in calls:
+                owner[call_id] = index
+            results[index] = {}
+            expected = [call_id for call_id, _ in calls]
+    if valid and not expected:
+        return messages
+    return _rebuild(messages, results)
+
+
+def _rebuild(
+    messages: list[BaseMessage], results: dict[int, dict[str, ToolMessage]]
+) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for index, message in enumerate(messages):
+        if message.type == "tool":
+            continue
+        out.append(message)
+        got = results.get(index)
+        if got is None:
+            continue
+        for call_id, name in _calls_of(message):  # type: ignore[arg-type]
+            found = got.get(call_id)
+            out.append(found if found is not None else missing_result(call_id, name))
+    return out
+
+
+def missing_result(call_id: str, name: str, text: str | None = None) -> ToolMessage:
+    """An error ``ToolMessage`` answering a call that produced no result."""
+    content = text or MISSING_RESULT.format(name=name, id=call_id)
+    return ToolMessage(content=content, tool_call_id=call_id, name=name or None, status="error")
+
+
+def check_tool_pairs(messages: Sequence[BaseMessage]) -> list[str]:
+    """Problems with call/result pairing in ``messages`` (empty when valid).
+
+    The check an OpenAI-style server makes: every assistant message with tool calls is
+    followed at once by exactly one tool message per call id, and no tool message
+    answers a call that is not pending.
+    """
+    problems: list[str] = []
+    pending: list[str] = []
+    for i, message in enumerate(messages):
+        if message.type == "tool":
+            if not pending or message.tool_call_id not in pending:
+                problems.append(f"message {i}: tool result {message.tool_call_id!r} has no "
+                                "pending call")
+            else:
+                pending.remove(message.tool_call_id)
+            continue
+        if pending:
+            problems.append(f"message {i}: calls {pending} have no result")
+            pending = []
+        if message.type == "ai":
+            pending = [cid for cid, _ in _calls_of(message)]  # type: ignore[arg-type]
+    if pending:
+        problems.append(f"end: calls {pending} have no result")
+    return problems
+
+
+__all__ = [
+    "MISSING_RESULT", "NO_OPTIONS", "ModelRequest", "Prompts", "RunOptions", "ToolCallRequest",
+    "check_tool_pairs", "missing_result", "repair_tool_pairs", "request_messages",
+    "system_message",
+]

@@ -1,0 +1,464 @@
+"""An agent's whole configuration as plain data (dict / YAML), by import path.
+
+As Haystack's component ``to_dict``/``from_dict``: ``agent_to_dict`` writes the model
+(class path + constructor parameters), tools, hooks, middleware, prompts, exit conditions,
+state schema, response format, ``max_agent_steps``, ``generation_kwargs`` and the name.
+Code is written as ``"module:qualname"`` import paths; it is never pickled or evaluated.
+
+Two safety rules:
+
+- **No secret is ever written.** A model's API key becomes ``{"env": "NAME"}``, the
+  environment variable it is read from; a literal key found in no environment variable
+  is refused. Any other string value under a secret-looking key is refused too.
+- **Loading imports only what the caller allows.** A config file is data, maybe from
+  someone else; loading it must not import arbitrary modules (an import runs module
+  code) nor call arbitrary functions. ``agent_from_dict`` imports a path only when its
+  module is ``threadloom`` or under a prefix the caller lists in ``allowed_modules``, and
+  only if the object it finds was defined in such a module (so ``myapp.tools:os.system``
+  is refused). Names starting with ``_`` are never followed.
+
+The checkpointer is a live resource, not configuration: it is not written; pass
+``checkpointer=`` when loading.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from threadloom.agent.hooks import normalize_hooks
+from threadloom.agent.state import default_handler
+from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.messages import AIMessage, message_from_dict, message_to_dict
+
+FORMAT_VERSION = 1
+AGENT_TYPE = "threadloom.agent:Agent"
+_ALWAYS_ALLOWED = ("threadloom",)
+_TYPE_MODULES = ("builtins", "typing", "datetime", "decimal", "uuid")
+_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential")
+_OPENAI_FIELDS = ("model", "base_url", "organization", "timeout", "max_retries",
+                  "empty_content", "merge_system_messages", "tool_calling", "default_headers",
+                  "include_reasoning", "streaming")
+
+
+# -- import paths --------------------------------------------------------------------------
+def import_path(obj: Any, what: str) -> str:
+    """``"module:qualname"`` of a module-level object, checked to import back to ``obj``.
+
+    Raises:
+        SerializationError: ``obj`` is a lambda, a local or otherwise not importable.
+    """
+    target = getattr(obj, "__wrapped__", None) or obj
+    if hasattr(obj, "func") and hasattr(obj, "coroutine"):  # a Tool: its function's place
+        target = obj.func or obj.coroutine
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        raise SerializationError(
+            f"cannot serialize {what} {obj!r}: only module-level functions, classes and "
+            "@tool objects can be written by import path (no lambdas or local functions)")
+    path = f"{module}:{qualname}"
+    try:
+        found = _resolve(module, qualname)
+    except (ImportError, AttributeError) as exc:
+        raise SerializationError(f"cannot serialize {what} {obj!r}: {path} does not import "
+                                 f"({exc})") from exc
+    if found is not obj:
+        raise SerializationError(
+            f"cannot serialize {what} {obj!r}: {path} names a different object; define it "
+            "at module level under its own name")
+    return path
+
+
+def _resolve(module: str, qualname: str) -> Any:
+    obj: Any = sys.modules.get(module) or importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _allowed(module: str, prefixes: Iterable[str]) -> bool:
+    for prefix in prefixes:
+        base = prefix.rstrip(".")
+        if base and (module == base or module.startswith(base + ".")):
+            return True
+    return False
+
+
+def load_path(path: Any, allowed_modules: Iterable[str], what: str, *,
+              extra: Iterable[str] = ()) -> Any:
+    """Import the object at ``"module:qualname"`` if its module is allowed.
+
+    Args:
+        path: the import path.
+        allowed_modules: module prefixes the caller allows (``threadloom`` always is).
+        what: what the path is for, in error messages.
+        extra: more allowed prefixes for this lookup (e.g. ``builtins`` for types).
+
+    Raises:
+        SecurityError: the module, or the module the object was defined in, is not allowed,
+            or the path follows a private name.
+        SerializationError: a malformed path, or one that does not import.
+    """
+    if not isinstance(path, str) or path.count(":") != 1:
+        raise SerializationError(f"{what}: expected an import path 'module:name', got {path!r}")
+    module, qualname = path.split(":")
+    prefixes = (*_ALWAYS_ALLOWED, *allowed_modules, *extra)
+    if not module or not qualname or any(p.startswith("_") for p in qualname.split(".")):
+        raise SecurityError(f"{what}: import path {path!r} is malformed or names a private "
+                            "attribute")
+    if not _allowed(module, prefixes):
+        raise SecurityError(
+            f"{what}: module {module!r} is not allowed; loading imports only modules under "
+            f"{', '.join(prefixes)} (pass allowed_modules=[...] to allow more)")
+    try:
+        obj = _resolve(module, qualname)
+    except (ImportError, AttributeError) as exc:
+        raise SerializationError(f"{what}: cannot import {path!r}: {exc}") from exc
+    origin = _origin_module(obj)
+    if origin is not None and not _allowed(origin, prefixes):
+        raise SecurityError(f"{what}: {path!r} is {origin}.{qualname.split('.')[-1]}, defined "
+                            f"in a module that is not allowed")
+    return obj
+
+
+def _origin_module(obj: Any) -> str | None:
+    if hasattr(obj, "func") and hasattr(obj, "coroutine"):
+        obj = obj.func or obj.coroutine
+    if not isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType) and \
+            not hasattr(obj, "__qualname__"):
+        obj = type(obj)
+    return getattr(obj, "__module__", None)
+
+
+# -- secrets -------------------------------------------------------------------------------
+def _secret_name(key: Any) -> bool:
+    low = str(key).lower()
+    return any(word in low for word in _SECRET_WORDS) and not low.endswith("tokens")
+
+
+def _refuse_secrets(value: Any, where: str) -> Any:
+    """Return ``value``, refusing literal strings under secret-looking keys."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if _secret_name(key) and isinstance(item, str) and item:
+                raise SecurityError(
+                    f"refusing to serialize {where}.{key}: it looks like a secret; read it "
+                    "from the environment at run time instead")
+            _refuse_secrets(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_secrets(item, f"{where}[{i}]")
+    return value
+
+
+def _env_name_of(secret: str, hint: str | None) -> str:
+    if hint is not None:
+        if os.environ.get(hint) != secret:
+            raise SecurityError(f"api_key_env={hint!r} does not hold the model's API key")
+        return hint
+    names = sorted(k for k, v in os.environ.items() if v == secret)
+    preferred = [k for k in names if _secret_name(k)]
+    if not (preferred or names):
+        raise SecurityError(
+            "the model was given a literal API key found in no environment variable; it "
+            "will not be written. Put it in an environment variable (e.g. OPENAI_API_KEY) "
+            "or pass api_key_env='NAME'")
+    return (preferred or names)[0]
+
+
+# -- models --------------------------------------------------------------------------------
+def model_to_dict(model: Any, *, api_key_env: str | None = None) -> dict[str, Any]:
+    """``{"type": path, "init_parameters": {...}}`` for a chat model.
+
+    Supported: any model with ``to_dict()``, ``OpenAIChatModel`` (API key as
+    ``{"env": NAME}``), ``ScriptedChatModel`` with a list script.
+
+    Raises:
+        SerializationError: another model class, a callable script, an ``http_client``.
+        SecurityError: a literal key found in no environment variable.
+    """
+    from threadloom.models.openai import OpenAIChatModel
+    from threadloom.models.scripted import ScriptedChatModel
+
+    if callable(getattr(model, "to_dict", None)):
+        return _refuse_secrets(dict(model.to_dict()), "model")
+    path = import_path(type(model), "model class")
+    if isinstance(model, OpenAIChatModel):
+        if model.http_client is not None:
+            raise SerializationError("cannot serialize an OpenAIChatModel with an http_client")
+        params = {f: getattr(model, f) for f in _OPENAI_FIELDS}
+        params.update(model.generation_kwargs)
+        _refuse_secrets(params, "model")
+        secret = model._api_key.get_secret_value() if model._api_key is not None else None
+        if secret is not None:
+            params["api_key"] = {"env": _env_name_of(secret, api_key_env)}
+        return {"type": path, "init_parameters": params}
+    if isinstance(model, ScriptedChatModel):
+        if callable(model.script):
+            raise SerializationError("cannot serialize a ScriptedChatModel with a callable script")
+        script = [_script_entry(e) for e in model.script]
+        return {"type": path, "init_parameters": {"script": script, "name": model.name}}
+    raise SerializationError(
+        f"cannot serialize model {type(model).__name__}: give it a to_dict() method returning "
+        "{'type': 'module:Class', 'init_parameters': {...}} (and from_dict)")
+
+
+def _script_entry(entry: Any) -> Any:
+    if isinstance(entry, AIMessage):
+        return message_to_dict(entry)
+    if isinstance(entry, str | Mapping):  # a reply text, or a dict with its shortcuts
+        return _refuse_secrets(entry, "model.script")
+    raise SerializationError(f"cannot serialize scripted reply {entry!r}")
+
+
+def model_from_dict(data: Mapping[str, Any], allowed_modules: Iterable[str]) -> Any:
+    """Rebuild a model written by ``model_to_dict``; ``{"env": NAME}`` values are read
+    from the environment.
+
+    Raises:
+        SecurityError / SerializationError: see ``load_path``.
+        ValueError: a named environment variable is not set.
+    """
+    from threadloom.models.scripted import ScriptedChatModel
+
+    cls = load_path(data.get("type"), allowed_modules, "model")
+    params = {k: _from_env(v, k) for k, v in dict(data.get("init_parameters") or {}).items()}
+    if callable(getattr(cls, "from_dict", None)):
+        return cls.from_dict(dict(data))
+    if isinstance(cls, type) and issubclass(cls, ScriptedChatModel):
+        params["script"] = [message_from_dict(e) if isinstance(e, Mapping) and "type" in e
+                            else e for e in params.get("script", [])]
+    return cls(**params)
+
+
+def _from_env(value: Any, key: str) -> Any:
+    if isinstance(value, Mapping) and set(value) == {"env"}:
+        name = value["env"]
+        if name not in os.environ:
+            raise ValueError(f"model parameter {key!r} is read from the environment variable "
+                             f"{name!r}, which is not set")
+        return os.environ[name]
+    return value
+
+
+# -- types and state schemas --------------------------------------------------------------
+def type_to_data(tp: Any) -> Any:
+    """A type as data: ``"module:Name"``, or ``{"origin": ..., "args": [...]}`` for
+    generics such as ``list[int]`` or ``int | None``; ``None`` for ``NoneType``/``Any``
+    is written as its path.
+
+    Raises:
+        SerializationError: a type that is neither a class nor a supported generic.
+    """
+    if tp is None or tp is type(None):
+        return "builtins:NoneType"
+    if tp is typing.Any:
+        return "typing:Any"
+    origin = typing.get_origin(tp)
+    if origin is not None:
+        if origin is types.UnionType:
+            origin = typing.Union
+        if origin is typing.Literal:
+            raise SerializationError(f"cannot serialize the type {tp!r} (Literal)")
+        origin_path = "typing:Union" if origin is typing.Union else type_to_data(origin)
+        return {"origin": origin_path, "args": [type_to_data(a) for a in typing.get_args(tp)]}
+    if isinstance(tp, type):
+        if tp.__module__ == "builtins":
+            return f"builtins:{tp.__qualname__}"
+        return import_path(tp, "type")
+    raise SerializationError(f"cannot serialize the type {tp!r}")
+
+
+def type_from_data(data: Any, allowed_modules: Iterable[str]) -> Any:
+    """Inverse of ``type_to_data`` (builtins/typing/datetime/decimal/uuid always allowed)."""
+    if data == "builtins:NoneType":
+        return type(None)
+    if isinstance(data, Mapping):
+        origin = type_from_data(data.get("origin"), allowed_modules)
+        args = tuple(type_from_data(a, allowed_modules) for a in data.get("args", []))
+        return origin[args] if args else origin
+    found = load_path(data, allowed_modules, "type", extra=_TYPE_MODULES)
+    if not (isinstance(found, type) or found is typing.Any or found is typing.Union):
+        raise SecurityError(f"type {data!r} is not a class")
+    return found
+
+
+def schema_to_data(schema: Any) -> Any:
+    """A ``state_schema`` as data: a class by path, a dict entry by entry."""
+    if schema is None:
+        return None
+    if isinstance(schema, type):
+        return import_path(schema, "state_schema")
+    result = {}
+    for key, entry in schema.items():
+        tp = entry["type"] if isinstance(entry, Mapping) else entry
+        item: dict[str, Any] = {"type": type_to_data(tp)}
+        handler = entry.get("handler") if isinstance(entry, Mapping) else None
+        if handler is not None and handler is not default_handler(key, tp):
+            item["handler"] = import_path(handler, f"handler of state key {key!r}")
+        result[key] = item
+    return result
+
+
+def schema_from_data(data: Any, allowed_modules: Iterable[str]) -> Any:
+    """Inverse of ``schema_to_data``."""
+    if data is None or isinstance(data, str):
+        return None if data is None else load_path(data, allowed_modules, "state_schema")
+    result = {}
+    for key, item in data.items():
+        entry = {"type": type_from_data(item["type"], allowed_modules)}
+        if item.get("handler") is not None:
+            entry["handler"] = load_path(item["handler"], allowed_modules, f"handler {key!r}")
+        result[key] = entry
+    return result
+
+
+# -- the agent -----------------------------------------------------------------------------
+def _paths(objs: Iterable[Any] | None, what: str) -> list[str]:
+    return [import_path(o, what) for o in objs or ()]
+
+
+def _middleware_to_data(mw: Any) -> str | dict[str, Any]:
+    if hasattr(mw, "__wrapped__"):  # made by @before_model etc.: the module holds it
+        return import_path(mw, "middleware")
+    if callable(getattr(mw, "to_dict", None)):
+        return _refuse_secrets(dict(mw.to_dict()), "middleware")
+    cls = type(mw)
+    if _init_takes_no_args(cls) and not vars(mw):
+        return {"type": import_path(cls, "middleware class")}
+    raise SerializationError(
+        f"cannot serialize middleware {mw.name!r}: its constructor takes parameters; give "
+        "it to_dict()/from_dict, or define a module-level instance made with a decorator")
+
+
+def _init_takes_no_args(cls: type) -> bool:
+    import inspect
+
+    params = list(inspect.signature(cls).parameters.values())
+    return all(p.default is not p.empty or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+               for p in params)
+
+
+def _middleware_from_data(item: Any, allowed: Iterable[str]) -> Any:
+    if isinstance(item, str):
+        return load_path(item, allowed, "middleware")
+    cls = load_path(item.get("type"), allowed, "middleware")
+    if "init_parameters" in item or callable(getattr(cls, "from_dict", None)):
+        return cls.from_dict(dict(item))
+    return cls()
+
+
+def agent_to_dict(agent: Any, *, api_key_env: str | None = None) -> dict[str, Any]:
+    """Write an agent's configuration as JSON/YAML-able data.
+
+    Args:
+        agent: an agent from ``create_agent`` (its ``.config`` holds the arguments).
+        api_key_env: the environment variable holding the model's literal API key (found
+            by value when omitted).
+
+    Returns:
+        ``{"type": "threadloom.agent:Agent", "version": 1, "init_parameters": {...}}``.
+
+    Raises:
+        SerializationError: something without an import path (a lambda tool, a local
+            hook, a model without ``to_dict``).
+        SecurityError: a secret would be written.
+    """
+    cfg = dict(agent.config)
+    hooks = {point: _paths(fns, f"{point} hook")
+             for point, fns in normalize_hooks(cfg.get("hooks")).items() if fns}
+    fmt = cfg.get("response_format")
+    params: dict[str, Any] = {
+        "model": model_to_dict(cfg["model"], api_key_env=api_key_env),
+        "tools": _paths(cfg.get("tools"), "tool"),
+        "system_prompt": cfg.get("system_prompt"),
+        "user_prompt": cfg.get("user_prompt"),
+        "required_variables": cfg.get("required_variables"),
+        "state_schema": schema_to_data(cfg.get("state_schema")),
+        "response_format": fmt if fmt is None or isinstance(fmt, Mapping)
+        else import_path(fmt, "response_format"),
+        "exit_conditions": list(cfg.get("exit_conditions") or ["text"]),
+        "max_agent_steps": cfg.get("max_agent_steps", 100),
+        "hooks": hooks or None,
+        "middleware": [_middleware_to_data(m) for m in cfg.get("middleware") or ()],
+        "name": cfg.get("name"),
+        "generation_kwargs": _refuse_secrets(dict(cfg.get("generation_kwargs") or {}),
+                                             "generation_kwargs"),
+    }
+    return {"type": AGENT_TYPE, "version": FORMAT_VERSION, "init_parameters": params}
+
+
+def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] = (),
+                    checkpointer: Any = None, **overrides: Any) -> Any:
+    """Build an agent from ``agent_to_dict`` data, importing only allowed modules.
+
+    Args:
+        data: the dict.
+        allowed_modules: module prefixes whose objects may be imported (``"myapp"``
+            allows ``myapp`` and ``myapp.*``); ``threadloom`` is always allowed.
+        checkpointer: the checkpointer to run with (never stored).
+        **overrides: ``create_agent`` arguments that replace stored ones.
+
+    Raises:
+        SecurityError: a path outside the allowed modules.
+        SerializationError: an unknown format or version, a path that does not import.
+        ValueError: an environment variable named for a secret is not set.
+    """
+    from threadloom.agent.builder import create_agent
+
+    if data.get("type") != AGENT_TYPE or data.get("version") != FORMAT_VERSION:
+        raise SerializationError(f"not a threadloom agent config (type {data.get('type')!r}, "
+                                 f"version {data.get('version')!r}; expected {AGENT_TYPE!r} "
+                                 f"version {FORMAT_VERSION})")
+    p = dict(data.get("init_parameters") or {})
+    allowed = tuple(allowed_modules)
+    fmt = p.get("response_format")
+    kwargs: dict[str, Any] = {
+        "system_prompt": p.get("system_prompt"), "user_prompt": p.get("user_prompt"),
+        "required_variables": p.get("required_variables"),
+        "state_schema": schema_from_data(p.get("state_schema"), allowed),
+        "response_format": fmt if fmt is None or isinstance(fmt, Mapping)
+        else load_path(fmt, allowed, "response_format"),
+        "exit_conditions": p.get("exit_conditions") or ["text"],
+        "max_agent_steps": p.get("max_agent_steps", 100),
+        "hooks": {pt: [load_path(h, allowed, f"{pt} hook") for h in hs]
+                  for pt, hs in (p.get("hooks") or {}).items()} or None,
+        "middleware": [_middleware_from_data(m, allowed) for m in p.get("middleware") or ()]
+        or None,
+        "checkpointer": checkpointer, "name": p.get("name"),
+        "generation_kwargs": p.get("generation_kwargs") or None,
+    }
+    model = overrides.pop("model", None) or model_from_dict(p["model"], allowed)
+    tools = overrides.pop("tools", None)
+    if tools is None:
+        tools = [load_path(t, allowed, "tool") for t in p.get("tools") or ()]
+    kwargs.update(overrides)
+    return create_agent(model, tools, **kwargs)
+
+
+def to_yaml(agent: Any, **kwargs: Any) -> str:
+    """``agent_to_dict`` as YAML (``yaml.safe_dump``)."""
+    return yaml.safe_dump(agent_to_dict(agent, **kwargs), sort_keys=False, allow_unicode=True)
+
+
+def from_yaml(text: str, **kwargs: Any) -> Any:
+    """``agent_from_dict`` of YAML text read with ``yaml.safe_load`` (no tags, no code)."""
+    data = yaml.safe_load(text)
+    if not isinstance(data, Mapping):
+        raise SerializationError("the YAML text does not hold a mapping")
+    return agent_from_dict(data, **kwargs)
+
+
+__all__ = [
+    "agent_from_dict", "agent_to_dict", "from_yaml", "import_path", "load_path",
+    "model_from_dict", "model_to_dict", "schema_from_data", "schema_to_data", "to_yaml",
+    "type_from_data", "type_to_data",
+]

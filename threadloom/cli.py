@@ -1,0 +1,151 @@
+"""The ``threadloom`` command line (typer + rich).
+
+Commands:
+    demo      the offline demo agent (local model, SQLite checkpoints, approvals)
+    run       run any graph (``MODULE:ATTR``) with streaming and SQLite checkpoints
+    resume    answer a pending interrupt (``--approve``, ``--reject [REASON]``, ``--edit``)
+    threads   list / show / history / fork / delete saved threads
+    draw      the graph as Mermaid text or a PNG rendered offline
+    models    pull / list the local GGUF models
+
+Every command reports a failure as one line on stderr (``error: ...``) and exits with 1
+(2 for usage problems such as a module path that does not import); set
+``THREADLOOM_DEBUG=1`` for tracebacks. The command bodies live in ``cli_run``,
+``cli_threads`` and ``cli_demo``.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from threadloom.cli_common import CliError, as_graph, friendly, load_target
+from threadloom.cli_demo import demo_command
+from threadloom.cli_run import resume_command, run_command
+from threadloom.cli_threads import threads_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="threadloom",
+    help="threadloom: stateful LLM workflows and tool-calling agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("demo")(demo_command)
+app.command("run")(run_command)
+app.command("resume")(resume_command)
+app.add_typer(threads_app, name="threads")
+models_app = typer.Typer(help="Local GGUF models for LocalChatModel.", no_args_is_help=True,
+                         add_completion=False)
+app.add_typer(models_app, name="models")
+
+
+class DrawFormat(enum.StrEnum):
+    """Output formats of ``threadloom draw``."""
+
+    mermaid = "mermaid"
+    png = "png"
+
+
+@app.command("draw")
+@friendly
+def draw(
+    target: str = typer.Argument(..., metavar="MODULE:ATTR", help="a StateGraph or CompiledGraph"),
+    fmt: DrawFormat = typer.Option(DrawFormat.mermaid, "--format", "-f"),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                       help="file to write (mermaid: default stdout)"),
+) -> None:
+    """Draw a graph: Mermaid text, or a PNG rendered offline with matplotlib."""
+    graph = as_graph(load_target(target), None, target).get_graph()
+    if fmt is DrawFormat.mermaid:
+        text = graph.draw_mermaid()
+        if output is None:
+            click.echo(text, nl=False)
+            return
+        output.write_text(text, "utf-8")
+    else:
+        if output is None:
+            raise CliError("--format png needs --output FILE.png", 2)
+        try:
+            graph.draw_png(str(output))
+        except ImportError as exc:
+            raise CliError("PNG drawing needs matplotlib: pip install 'threadloom[draw]'") from exc
+    click.echo(f"wrote {output}", err=True)
+
+
+@models_app.command("pull")
+@friendly
+def models_pull(name: str = typer.Argument("smollm2", help="a known model name")) -> None:
+    """Fetch a model's GGUF into the cache, check its SHA-256, print its licence."""
+    from threadloom.models.local import LOCAL_MODELS
+
+    spec = LOCAL_MODELS.get(name.lower())
+    if spec is None:
+        raise CliError(f"unknown local model {name!r}; known: {', '.join(sorted(LOCAL_MODELS))}",
+                       2)
+    path = pull_with_progress(spec.name, Console(stderr=True))
+    click.echo(f"{spec.filename}: SHA-256 {spec.sha256} verified")
+    click.echo(f"saved at {path}")
+    click.echo(f"licence: {spec.license} (weights: {spec.source})")
+
+
+def pull_with_progress(name: str, console: Console) -> Path:
+    """``pull_model(name)`` with a rich progress bar on ``console``.
+
+    Raises:
+        ModelError: as ``pull_model`` (no network, checksum mismatch...).
+    """
+    from threadloom.models.local import pull_model
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+               TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"pulling {name}", total=None)
+
+        def report(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total or None)
+
+        return pull_model(name, progress=report)
+
+
+@models_app.command("list")
+@friendly
+def models_list() -> None:
+    """Known local models and whether each is available offline."""
+    from threadloom.models.local import LOCAL_MODELS, resolve_model
+
+    table = Table(title="local models")
+    for col in ("name", "file", "licence", "available at"):
+        table.add_column(col)
+    for spec in LOCAL_MODELS.values():
+        try:
+            where = str(resolve_model(spec.name))
+        except Exception:  # noqa: BLE001 - any failure means "not available"
+            where = f"not available: run `threadloom models pull {spec.name}`"
+        table.add_row(spec.name, spec.filename, spec.license, where)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def main() -> None:
+    """Entry point of the ``threadloom`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

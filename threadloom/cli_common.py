@@ -1,0 +1,280 @@
+"""Shared pieces of the ``threadloom`` command line: one-line errors, loading a user's
+graph from ``MODULE:ATTR``, opening a checkpoint store, and JSON rendering of state."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import enum
+import functools
+import importlib
+import importlib.util
+import json
+import os
+import sqlite3
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = [
+    "CliError", "as_graph", "dumps", "friendly", "jsonable", "load_target",
+    "open_checkpointer", "parse_json_arg",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class CliError(Exception):
+    """An error the CLI reports as one line on stderr, exiting with ``code``.
+
+    Args:
+        message: what went wrong and, where useful, what to do.
+        code: the exit status: 2 for a usage problem (bad arguments, a module path that
+            does not import), 1 for everything else.
+    """
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def fail(message: str, code: int) -> None:
+    """Print ``error: <message>`` as one line on stderr and exit with ``code``."""
+    click.echo(f"error: {_one_line(message)}", err=True)
+    raise SystemExit(code)
+
+
+def friendly(fn: F) -> F:
+    """Decorate a command so that errors become one line on stderr (no traceback).
+
+    ``CliError`` keeps its exit code; ``sqlite3`` errors, threadloom errors and any other
+    exception exit with 1. Set ``THREADLOOM_DEBUG=1`` to see the traceback instead.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except CliError as exc:
+            fail(str(exc), exc.code)
+        except sqlite3.DatabaseError as exc:
+            if os.environ.get("THREADLOOM_DEBUG"):
+                raise
+            fail(f"cannot read the SQLite database: {exc}", 1)
+        except Exception as exc:
+            if os.environ.get("THREADLOOM_DEBUG"):
+                raise
+            fail(f"{type(exc).__name__}: {exc}", 1)
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+def parse_json_arg(text: str, what: str) -> Any:
+    """Parse a JSON argument, or ``@path`` to read it from a file.
+
+    Raises:
+        CliError: (exit 2) unreadable file or invalid JSON, naming ``what``.
+    """
+    source = what
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text("utf-8")
+        except OSError as exc:
+            raise CliError(f"{what}: cannot read {str(path)!r}: {exc.strerror}", 2) from exc
+        source = f"{what} file {str(path)!r}"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} "
+                       f"column {exc.colno})", 2) from exc
+
+
+# -- loading a user's graph -----------------------------------------------------------------
+
+def _import_module(name: str) -> Any:
+    if name.endswith(".py") or os.sep in name:
+        path = Path(name)
+        if not path.is_file():
+            raise CliError(f"no Python file at {name!r}", 2)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise CliError(f"cannot load {name!r} as a Python module", 2)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise CliError(f"cannot import module {name!r}: no module named {exc.name!r} "
+                           f"(run from the project directory or check PYTHONPATH)", 2) from exc
+        raise CliError(f"importing module {name!r} failed: {exc}", 2) from exc
+    except Exception as exc:
+        raise CliError(f"importing module {name!r} failed: {type(exc).__name__}: {exc}",
+                       2) from exc
+
+
+def load_target(spec: str) -> Any:
+    """Import ``MODULE:ATTR`` (``pkg.mod:graph``, ``path/to/file.py:graph``, ``a:obj.attr``).
+
+    Raises:
+        CliError: (exit 2) a malformed spec, a module that does not import, or a missing
+            attribute.
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(f"expected MODULE:ATTR (e.g. myapp.graphs:graph), got {spec!r}", 2)
+    obj = _import_module(module_name)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"module {module_name!r} has no attribute {attr!r}", 2)
+        obj = getattr(obj, part)
+    return obj
+
+
+def as_graph(obj: Any, checkpointer: Any = None, spec: str = "") -> Any:
+    """Turn a loaded object into a ``CompiledGraph`` using ``checkpointer``.
+
+    A ``StateGraph`` is compiled with it; a ``CompiledGraph`` is compiled again from its
+    builder with the same interrupts, durability and name but this checkpointer (unless
+    ``checkpointer`` is None: then it is used as is); a function without required
+    arguments is called and its result converted.
+
+    Raises:
+        CliError: (exit 2) the object is none of those.
+    """
+    from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.graph import StateGraph
+
+    if isinstance(obj, CompiledGraph):
+        if checkpointer is None:
+            return obj
+        return obj.builder.compile(
+            checkpointer, interrupt_before=sorted(obj.interrupt_before),
+            interrupt_after=sorted(obj.interrupt_after), durability=obj.durability,
+            name=obj.name)
+    if isinstance(obj, StateGraph):
+        return obj.compile(checkpointer)
+    if callable(obj) and not isinstance(obj, type):
+        try:
+            made = obj()
+        except TypeError as exc:
+            raise CliError(f"{spec or obj!r} is a function that needs arguments ({exc}); "
+                           "point at a graph or a factory without arguments", 2) from exc
+        return as_graph(made, checkpointer, spec)
+    raise CliError(f"{spec or 'the target'} is a {type(obj).__name__}, not a StateGraph or "
+                   "CompiledGraph", 2)
+
+
+# -- checkpoint stores ----------------------------------------------------------------------
+
+def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool = True) -> Any:
+    """Open the SQLite file ``db`` (or PostgreSQL at ``postgres``) as a checkpointer.
+
+    Raises:
+        CliError: the file is missing (when ``must_exist``), is a directory, is not a
+            SQLite database, cannot be opened, or PostgreSQL cannot be used.
+    """
+    if postgres:
+        try:
+            from threadloom.checkpoint.postgres import PostgresCheckpointer
+        except ImportError as exc:
+            raise CliError(str(exc)) from exc
+        return PostgresCheckpointer(postgres)
+    from threadloom.checkpoint.sqlite import SqliteCheckpointer
+
+    path = Path(db)
+    if path.is_dir():
+        raise CliError(f"{db!r} is a directory, not a checkpoint database file")
+    if not path.exists():
+        if must_exist:
+            raise CliError(f"no checkpoint database at {db!r} (run a graph first, or pass "
+                           "--db PATH)")
+    else:
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise CliError(f"cannot read checkpoint database {db!r}: {exc.strerror}") from exc
+        if head and head != SQLITE_MAGIC:
+            raise CliError(f"{db!r} is not a SQLite database (unreadable or corrupt file)")
+    try:
+        return SqliteCheckpointer(path)
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"cannot open checkpoint database {db!r}: {exc}") from exc
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+def _message(m: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": m.type, "content": m.text if isinstance(m.content, list)
+                           else m.content}
+    if getattr(m, "name", None):
+        out["name"] = m.name
+    calls = getattr(m, "tool_calls", None)
+    if calls:
+        out["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c.get("id")}
+                             for c in calls]
+    if m.type == "tool":
+        out["tool_call_id"] = m.tool_call_id
+        if m.status != "success":
+            out["status"] = m.status
+    usage = getattr(m, "usage_metadata", None)
+    if usage:
+        out["usage"] = {k: usage[k] for k in ("input_tokens", "output_tokens") if k in usage}
+    out["id"] = m.id
+    return out
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-able copy of a state value; messages become readable small dicts."""
+    from pydantic import BaseModel
+
+    from threadloom.messages import BaseMessage
+
+    if isinstance(value, BaseMessage):
+        return _message(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {k: jsonable(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, uuid.UUID | _dt.timedelta) or not isinstance(
+            value, str | int | float | bool | type(None)):
+        return str(value)
+    return value
+
+
+def dumps(value: Any, *, indent: int | None = 2) -> str:
+    """``json.dumps(jsonable(value))`` keeping non-ASCII text readable."""
+    return json.dumps(jsonable(value), indent=indent, ensure_ascii=False)

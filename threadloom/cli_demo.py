@@ -1,0 +1,224 @@
+"""``threadloom demo``: the demo agent on the embedded defaults, and the demo side of
+``threadloom resume``.
+
+Model choice, in order: ``--scripted``; ``--model SPEC`` (``local:smollm2``,
+``openai:gpt-4o-mini``, ``ollama:llama3.2``, ``scripted``); the model a resumed thread
+used before; ``openai:gpt-4o-mini`` when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set;
+else the local model (pulled first, with a progress bar, when it is not cached). When the
+local model cannot be had (``xllamacpp`` missing, no file and no network, or the server
+does not start), a one-line notice says so and the scripted demo model is used instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import uuid
+from typing import Any
+
+import click
+import typer
+from rich.console import Console
+
+from threadloom.cli_common import CliError, dumps, friendly, open_checkpointer
+from threadloom.cli_run import new_view, require_thread, stream_run
+from threadloom.demo import DEFAULT_QUESTION, DemoData, demo_brain
+
+__all__ = ["DEMO_DB", "choose_model", "continue_demo", "demo_command"]
+
+DEMO_DB = "threadloom-demo.db"
+LOCAL_DEFAULT = "local:smollm2"
+LOCAL_KWARGS = {"temperature": 0.2, "max_tokens": 256, "seed": 7}
+
+
+def _scripted() -> Any:
+    from threadloom.models import ScriptedChatModel
+
+    return ScriptedChatModel(demo_brain, name="threadloom-demo-scripted")
+
+
+def _local(name: str) -> tuple[Any, str | None]:
+    """A started ``LocalChatModel``, or ``(None, why not)``."""
+    from threadloom.engine.errors import ModelError
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        return None, "xllamacpp is not installed (pip install 'threadloom[local]')"
+    from threadloom.models.local import LOCAL_MODELS, LocalChatModel, resolve_model
+
+    try:
+        resolve_model(name)
+    except ModelError as exc:
+        if name.lower() not in LOCAL_MODELS:
+            return None, str(exc)
+        from threadloom.cli import pull_with_progress
+
+        try:
+            pull_with_progress(name, Console(stderr=True))
+        except ModelError as pull_exc:
+            return None, f"model {name!r} is not cached and could not be fetched ({pull_exc})"
+    model = LocalChatModel(name, **LOCAL_KWARGS)
+    try:
+        _ = model.base_url  # starts the llama.cpp server now, not mid-run
+    except ModelError as exc:
+        return None, f"the llama.cpp server did not start ({exc})"
+    return model, None
+
+
+def choose_model(spec: str | None, scripted: bool = False,
+                 remembered: str | None = None) -> tuple[Any, str]:
+    """Pick the demo's chat model (see the module doc for the order).
+
+    Returns:
+        ``(model, spec)`` where ``spec`` is what was used (``"scripted"`` after a fallback).
+
+    Raises:
+        CliError: an explicitly requested local model cannot be had, or a bad spec.
+    """
+    explicit = "scripted" if scripted else spec
+    chosen = explicit or remembered
+    if chosen is None:
+        env = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
+        chosen = "openai:gpt-4o-mini" if env else LOCAL_DEFAULT
+    if chosen == "scripted":
+        return _scripted(), "scripted"
+    if chosen.startswith("local:"):
+        model, why = _local(chosen.partition(":")[2] or "smollm2")
+        if model is not None:
+            return model, chosen
+        if explicit:
+            raise CliError(f"{chosen} is not available: {why}")
+        click.echo(f"notice: local model unavailable ({why}); using the scripted demo model",
+                   err=True)
+        return _scripted(), "scripted"
+    from threadloom.models import init_chat_model
+
+    try:
+        return init_chat_model(chosen), chosen
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+
+
+def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
+    """The answer to a pending approval: from the flag, the terminal, or None."""
+    if approve is True:
+        return {"approve": True}
+    if approve is False:
+        return {"reject": "rejected on the command line"}
+    if not sys.stdin.isatty():
+        return None
+    for item in pending:
+        click.echo(f"approval needed: {dumps(getattr(item, 'value', item), indent=None)}")
+    answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n").strip()
+    if answer.lower().startswith("y"):
+        return {"approve": True}
+    if answer.lower().startswith("e"):
+        from threadloom.cli_common import parse_json_arg
+
+        return {"edit": parse_json_arg(typer.prompt("new arguments (JSON)"), "edit")}
+    return {"reject": typer.prompt("reason", default="rejected by the user")}
+
+
+def _drive(agent: Any, thread: str, value: Any, approve: bool | None, db_flag: str) -> None:
+    """Stream ``value``; answer approvals from the flag or terminal until the turn ends."""
+    from threadloom.engine.types import Command
+
+    while True:
+        view = new_view()
+        stream_run(agent, value, thread, view)
+        pending = list(agent.get_state(thread_id=thread).interrupts)
+        if not pending:
+            return
+        decision = _decision(approve, pending)
+        if decision is None:
+            click.echo(f"thread {thread} is waiting for a human approval. Answer it with:\n"
+                       f"  threadloom resume {thread} --approve{db_flag}\n"
+                       f"  threadloom resume {thread} --reject \"reason\"{db_flag}")
+            return
+        click.echo(f"answer: {dumps(decision, indent=None)}")
+        value = Command(resume=decision)
+
+
+def _summary(agent: Any, data: DemoData, thread: str, db_flag: str) -> None:
+    state = agent.get_state(thread_id=thread)
+    values = state.values
+    usage = values.get("token_usage") or {}
+    counts = values.get("tool_call_counts") or {}
+    tools = ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
+    click.echo("--- summary ---")
+    click.echo(f"exit reason: {values.get('exit_reason')} | steps: {values.get('step_count')} | "
+               f"tokens: in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)}"
+               f" / total {usage.get('total_tokens', 0)}")
+    click.echo(f"tool calls: {tools}")
+    click.echo(f"audit log: {len(data.audit_rows(thread))} entries for this thread")
+    click.echo(f"thread: {thread}")
+    if state.interrupts:
+        click.echo(f"waiting for approval: threadloom resume {thread} --approve{db_flag}")
+    click.echo(f"resume it: threadloom demo --resume {thread}{db_flag} \"next question\"")
+    click.echo(f"history:   threadloom threads history {thread} --db {data.path}")
+
+
+def _db_flag(db: str) -> str:
+    return "" if db == DEMO_DB else f" --db {db}"
+
+
+@friendly
+def demo_command(
+    question: str | None = typer.Argument(None, help=f"default: {DEFAULT_QUESTION!r}"),
+    model: str | None = typer.Option(None, "--model", "-m",
+                                     help="local:smollm2, openai:gpt-4o-mini, ollama:NAME, "
+                                          "scripted"),
+    db: str = typer.Option(DEMO_DB, "--db", help="SQLite file: checkpoints and shop data"),
+    resume: str | None = typer.Option(None, "--resume", metavar="THREAD_ID",
+                                      help="continue this conversation"),
+    approve: bool | None = typer.Option(None, "--approve/--reject",
+                                        help="answer approvals without asking"),
+    scripted: bool = typer.Option(False, "--scripted", help="use the scripted demo model"),
+) -> None:
+    """Run the demo shop agent: local model, SQLite checkpoints, streaming, approvals."""
+    from threadloom.demo.agent import build_demo_agent
+    from threadloom.engine.types import Command
+
+    cp = open_checkpointer(db, must_exist=resume is not None)
+    data = DemoData(db)
+    if resume is not None:
+        require_thread(cp, resume, repr(db))
+    thread = resume or f"demo-{uuid.uuid4().hex[:8]}"
+    chat_model, label = choose_model(model, scripted, data.thread_model(thread))
+    data.remember_model(thread, label)
+    agent = build_demo_agent(chat_model, data, cp)
+    click.echo(f"threadloom demo | model {label} | thread {thread} | db {db}")
+    pending = agent.get_state(thread_id=thread).interrupts if resume else ()
+    if pending:
+        if approve is None:
+            raise CliError(f"thread {thread} is waiting for an approval: answer it with "
+                           f"`threadloom resume {thread} --approve{_db_flag(db)}` (or --reject)")
+        _drive(agent, thread, Command(resume=_decision(approve, list(pending))), approve,
+               _db_flag(db))
+    if question is not None or not pending:
+        question = question or DEFAULT_QUESTION
+        click.echo(f"you: {question}")
+        _drive(agent, thread, {"messages": [("user", question)]}, approve, _db_flag(db))
+    _summary(agent, data, thread, _db_flag(db))
+
+
+def continue_demo(thread: str, payload: Any, db: str, model: str | None) -> None:
+    """Answer a demo thread's pending approval with ``payload`` and finish the turn.
+
+    Raises:
+        CliError: missing file or thread, or no pending interrupt.
+    """
+    from threadloom.demo.agent import build_demo_agent
+    from threadloom.engine.types import Command
+
+    cp = open_checkpointer(db)
+    require_thread(cp, thread, repr(db))
+    data = DemoData(db)
+    chat_model, label = choose_model(model, False, data.thread_model(thread))
+    agent = build_demo_agent(chat_model, data, cp)
+    if not agent.get_state(thread_id=thread).interrupts:
+        raise CliError(f"thread {thread!r} has no pending interrupt to answer")
+    click.echo(f"threadloom demo | model {label} | thread {thread} | answer "
+               f"{dumps(payload, indent=None)}")
+    _drive(agent, thread, Command(resume=payload), None, _db_flag(db))
+    _summary(agent, data, thread, _db_flag(db))

@@ -1,0 +1,158 @@
+"""``threadloom run`` (any user graph, streamed) and ``threadloom resume`` (answer a
+pending interrupt)."""
+
+from __future__ import annotations
+
+import enum
+import sys
+import uuid
+from typing import Any
+
+import click
+import typer
+
+from threadloom.cli_common import (
+    CliError,
+    as_graph,
+    dumps,
+    friendly,
+    load_target,
+    open_checkpointer,
+    parse_json_arg,
+)
+from threadloom.cli_view import RunView
+
+__all__ = ["DEFAULT_DB", "require_thread", "resume_command", "run_command", "stream_run"]
+
+DEFAULT_DB = "threadloom.db"
+
+
+class StreamMode(enum.StrEnum):
+    """What ``threadloom run`` prints in full besides node names and tokens."""
+
+    updates = "updates"
+    values = "values"
+    messages = "messages"
+    custom = "custom"
+
+
+def stream_run(graph: Any, value: Any, thread_id: str, view: RunView,
+               extra_modes: tuple[str, ...] = ()) -> None:
+    """Stream one run of ``graph`` on ``thread_id`` into ``view`` (updates + messages)."""
+    modes = ["updates", "messages", *[m for m in extra_modes if m not in ("updates", "messages")]]
+    with view:
+        for mode, chunk in graph.stream(value, thread_id=thread_id, stream_mode=modes):
+            view.handle(mode, chunk)
+
+
+def require_thread(cp: Any, thread_id: str, where: str) -> None:
+    """Raise ``CliError`` unless ``thread_id`` has checkpoints in ``cp``."""
+    if thread_id not in cp.list_threads():
+        raise CliError(f"no thread {thread_id!r} in {where}")
+
+
+def new_view(show: str = "messages") -> RunView:
+    """A ``RunView`` on stdout (progress redrawn in place on a terminal)."""
+    return RunView(sys.stdout, show=show, tty=sys.stdout.isatty())
+
+
+def _report(graph: Any, thread_id: str, resume_hint: str) -> None:
+    state = graph.get_state(thread_id=thread_id)
+    if state.interrupts:
+        click.echo(f"thread {thread_id} is waiting; answer with: {resume_hint}")
+        return
+    if state.next:
+        click.echo(f"thread {thread_id} stopped before: {', '.join(state.next)}")
+        return
+    click.echo(f"final state: {dumps(state.values, indent=None)}")
+    count = len(list(graph.get_state_history(thread_id=thread_id)))
+    click.echo(f"thread {thread_id} finished ({count} checkpoints)")
+
+
+@friendly
+def run_command(
+    target: str = typer.Argument(..., metavar="MODULE:ATTR",
+                                 help="a StateGraph or CompiledGraph, e.g. app.graphs:graph"),
+    input_: str = typer.Option("{}", "--input", "-i",
+                               help="JSON input, @file.json, or null to continue the thread"),
+    thread: str | None = typer.Option(None, "--thread", "-t", help="thread id (default: new)"),
+    stream_mode: StreamMode = typer.Option(StreamMode.updates, "--stream-mode", "-s",
+                                           help="what to print in full besides steps/tokens"),
+    db: str = typer.Option(DEFAULT_DB, "--db", help="SQLite checkpoint file"),
+    recursion_limit: int | None = typer.Option(None, "--recursion-limit"),
+) -> None:
+    """Run a graph with SQLite checkpoints, streaming its steps and tokens."""
+    value = parse_json_arg(input_, "--input")
+    graph = as_graph(load_target(target), open_checkpointer(db, must_exist=False), target)
+    thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"
+    click.echo(f"thread {thread_id} | db {db}")
+    config = {"recursion_limit": recursion_limit} if recursion_limit else None
+    view = new_view(stream_mode.value)
+    try:
+        with view:
+            for mode, chunk in graph.stream(value, config, thread_id=thread_id, stream_mode=[
+                    "updates", "messages", *([stream_mode.value] if stream_mode.value in (
+                        "values", "custom") else [])]):
+                view.handle(mode, chunk)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: thread {thread_id} keeps its last checkpoint; continue "
+                   f"with: threadloom run {target} --thread {thread_id} --input null "
+                   f"--db {db}", err=True)
+        raise SystemExit(130) from None
+    _report(graph, thread_id,
+            f"threadloom resume {thread_id} --value JSON --graph {target} --db {db}")
+
+
+def resume_payload(approve: bool, reject: bool, reason: str | None, edit: str | None,
+                   value: str | None) -> Any:
+    """The ``Command(resume=...)`` value for the chosen answer (exactly one is allowed).
+
+    Raises:
+        CliError: (exit 2) none or several answers, or invalid JSON.
+    """
+    chosen = [n for n, on in (("--approve", approve), ("--reject", reject),
+                              ("--edit", edit is not None), ("--value", value is not None)) if on]
+    if len(chosen) != 1:
+        raise CliError("give exactly one of --approve, --reject [REASON], --edit JSON, "
+                       f"--value JSON (got {', '.join(chosen) or 'none'})", 2)
+    if reason is not None and not reject:
+        raise CliError(f"unexpected argument {reason!r} (a REASON goes with --reject)", 2)
+    if approve:
+        return {"approve": True}
+    if reject:
+        return {"reject": reason or "rejected by the user"}
+    if edit is not None:
+        return {"edit": parse_json_arg(edit, "--edit")}
+    return parse_json_arg(value or "null", "--value")
+
+
+@friendly
+def resume_command(
+    thread: str = typer.Argument(..., help="the paused thread"),
+    reason: str | None = typer.Argument(None, help="why, with --reject"),
+    approve: bool = typer.Option(False, "--approve", help="approve the pending tool calls"),
+    reject: bool = typer.Option(False, "--reject", help="reject them (REASON optional)"),
+    edit: str | None = typer.Option(None, "--edit", help="JSON: run with these arguments"),
+    value: str | None = typer.Option(None, "--value", help="JSON answer for any interrupt"),
+    db: str | None = typer.Option(None, "--db", help="checkpoint file (default: the demo's)"),
+    graph: str | None = typer.Option(None, "--graph", metavar="MODULE:ATTR",
+                                     help="the graph (default: the demo agent)"),
+    model: str | None = typer.Option(None, "--model", help="demo only: model spec"),
+) -> None:
+    """Answer a pending interrupt (e.g. a tool approval) and continue the run."""
+    payload = resume_payload(approve, reject, reason, edit, value)
+    if graph is None:
+        from threadloom.cli_demo import DEMO_DB, continue_demo
+
+        continue_demo(thread, payload, db or DEMO_DB, model)
+        return
+    db = db or DEFAULT_DB
+    cp = open_checkpointer(db)
+    require_thread(cp, thread, repr(db))
+    compiled = as_graph(load_target(graph), cp, graph)
+    if not compiled.get_state(thread_id=thread).interrupts:
+        raise CliError(f"thread {thread!r} has no pending interrupt to answer")
+    from threadloom.engine.types import Command
+
+    stream_run(compiled, Command(resume=payload), thread, new_view())
+    _report(compiled, thread, f"threadloom resume {thread} --value JSON --graph {graph} --db {db}")

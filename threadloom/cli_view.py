@@ -1,0 +1,171 @@
+"""The live view of a streamed run: node steps, tokens as they arrive, tool calls and
+results, interrupts, and a progress line while nothing else is printed.
+
+``RunView.handle(mode, chunk)`` takes what ``graph.stream(..., stream_mode=[...])`` yields.
+Tokens go to the output as they come; everything else is printed as whole lines. While
+a run is silent for a while, a progress line says which step is running and for how long:
+on a terminal it is redrawn in place (and erased before the next output); elsewhere a full
+line is printed every ``quiet_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import IO, Any
+
+from threadloom.cli_common import dumps
+
+__all__ = ["RunView"]
+
+_SPIN = "|/-\\"
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class RunView:
+    """Render one run's stream events as text.
+
+    Args:
+        out: where to write (usually ``sys.stdout``).
+        show: the stream mode whose payloads are printed in full: ``"updates"`` (each
+            node's update as JSON), ``"values"`` (the state after each step), ``"custom"``
+            or ``"messages"`` (tokens only). Node names and tokens are always shown.
+        tty: whether ``out`` is a terminal (progress line redrawn in place).
+        quiet_s: seconds of silence before the progress line appears.
+    """
+
+    def __init__(self, out: IO[str], *, show: str = "messages", tty: bool = False,
+                 quiet_s: float = 2.0) -> None:
+        self.out, self.show, self.tty, self.quiet_s = out, show, tty, quiet_s
+        self.interrupts: list[Any] = []
+        self.steps = 0
+        self.tokens = 0
+        self.current = "(starting)"
+        self._lock = threading.Lock()
+        self._midline = False
+        self._status_shown = False
+        self._started = self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._pending: dict[str, Any] = {}
+
+    # -- output helpers -----------------------------------------------------------------
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            if self._status_shown:
+                self.out.write("\r\033[K")
+                self._status_shown = False
+            self.out.write(text)
+            self.out.flush()
+            self._midline = not text.endswith("\n")
+            self._last = time.monotonic()
+
+    def line(self, text: str) -> None:
+        """Print ``text`` on a line of its own (ending an open token line first)."""
+        self._write(("\n" if self._midline else "") + text + "\n")
+
+    # -- progress -----------------------------------------------------------------------
+
+    def __enter__(self) -> RunView:
+        self._ticker = threading.Thread(target=self._tick, daemon=True, name="threadloom-view")
+        self._ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=1)
+        self._flush_pending()
+        with self._lock:
+            if self._status_shown:
+                self.out.write("\r\033[K")
+                self._status_shown = False
+        if self._midline:
+            self._write("\n")
+
+    def _tick(self) -> None:
+        spin = 0
+        period = 0.2 if self.tty else self.quiet_s
+        while not self._stop.wait(period):
+            quiet = time.monotonic() - self._last
+            if quiet < self.quiet_s:
+                continue
+            elapsed = time.monotonic() - self._started
+            status = (f"running {self.current} | step {self.steps + 1} | "
+                      f"{elapsed:.0f}s elapsed")
+            with self._lock:
+                if self.tty:
+                    if self._midline:
+                        continue  # never draw over a line of streamed tokens
+                    self.out.write(f"\r\033[K{_SPIN[spin % 4]} {status}")
+                    self._status_shown = True
+                    spin += 1
+                else:
+                    self.out.write(("\n" if self._midline else "") + f"... {status}\n")
+                    self._midline = False
+                    self._last = time.monotonic()
+                self.out.flush()
+
+    # -- events -------------------------------------------------------------------------
+
+    def handle(self, mode: str, chunk: Any) -> None:
+        """Render one ``(mode, chunk)`` event of a multi-mode stream."""
+        if mode == "updates":
+            self._on_updates(chunk)
+        elif mode == "messages":
+            message, meta = chunk
+            self._on_message(message, meta or {})
+        elif mode == "values" and self.show == "values":
+            self.line(f"state: {dumps(chunk)}")
+        elif mode == "custom":
+            self.line(f"custom: {dumps(chunk, indent=None)}")
+
+    def _on_updates(self, chunk: dict[str, Any]) -> None:
+        self._flush_pending()
+        for node, update in chunk.items():
+            if node == "__interrupt__":
+                self.interrupts.extend(update)
+                for item in update:
+                    value = dumps(getattr(item, "value", item), indent=None)
+                    self.line(f"[paused] interrupt: {_short(value, 400)}")
+                continue
+            self.steps += 1
+            self.current = "next step"
+            self.line(f"[step {self.steps}] {node}")
+            if self.show == "updates" and update:
+                self.line(f"  update: {_short(dumps(update, indent=None), 400)}")
+
+    def _on_message(self, message: Any, meta: dict[str, Any]) -> None:
+        self.current = str(meta.get("node") or self.current)
+        kind = getattr(message, "type", "")
+        if kind == "AIMessageChunk":
+            if message.text:
+                self.tokens += 1
+                self._write(message.text)
+            if message.tool_call_chunks or message.id in self._pending:
+                previous = self._pending.get(message.id)
+                self._pending[message.id] = message if previous is None else previous + message
+            return
+        self._flush_pending()
+        if kind == "ai":
+            if message.text:
+                self.line(message.text)
+            for call in message.tool_calls:
+                self.line(f"  -> {call['name']}({dumps(call['args'], indent=None)})")
+        elif kind == "tool":
+            mark = "x" if message.status == "error" else "<-"
+            self.line(f"  {mark} {message.name or 'tool'}: {_short(message.text)}")
+
+    def _flush_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for chunk in pending.values():
+            message = chunk.to_message()
+            for call in message.tool_calls:
+                self.line(f"  -> {call['name']}({dumps(call['args'], indent=None)})")
+            for bad in message.invalid_tool_calls:
+                self.line(f"  x invalid tool call {bad.get('name')}: {bad.get('args')}")
