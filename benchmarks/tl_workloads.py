@@ -2,8 +2,9 @@
 
 Each function takes a :class:`harness.Counts` and returns ``{metric name: value}`` under
 the same metric names as the peer side (peers.py), which builds the same graph, state
-and inputs. Importing this module fails while threadloom (or a name below) is missing;
-run.py reports that and still runs the peers.
+and inputs. Importing this module fails while threadloom's graph names are missing; the agent
+names are imported by the agent workloads (W4-W6) only. Either ImportError is reported by
+run.py as "threadloom side not available" and the peers still run.
 """
 
 from __future__ import annotations
@@ -22,11 +23,8 @@ from threadloom import (
     AIMessage,
     InMemoryCheckpointer,
     MessagesState,
-    ScriptedChatModel,
     SqliteCheckpointer,
     StateGraph,
-    create_agent,
-    tool,
 )
 
 
@@ -194,6 +192,9 @@ class _Delayed:
 
 
 def _agent(delay_s: float = 0.0, checkpointer: Any = None) -> Any:
+    # imported here so the graph workloads run even before the agent package exists
+    from threadloom import ScriptedChatModel, create_agent, tool
+
     model: Any = ScriptedChatModel(_script)
     if delay_s:
         model = _Delayed(model, delay_s)

@@ -283,3 +283,53 @@ def test_invalid_parallel_writes_commit_nothing_from_that_step(checkpointer, thr
     snap = app.get_state(thread_id=thread_id)
     assert snap.values == {"last": 0, "other": 1}
     assert snap.next == ("worker", "worker", "worker")
+
+
+def test_a_thread_held_by_another_worker_is_busy(tmp_path, thread_id):
+    import threading
+
+    from threadloom import ThreadBusyError
+    from threadloom.checkpoint.sqlite import SqliteCheckpointer
+
+    cp = SqliteCheckpointer(str(tmp_path / "lease.db"))
+    app = counter_graph().compile(checkpointer=cp)
+    app.invoke({"n": 1}, thread_id=thread_id)
+    token = cp.acquire_lease(thread_id, "other-worker", 30)
+    with pytest.raises(ThreadBusyError, match="busy"):
+        app.invoke({"n": 1}, thread_id=thread_id)
+    assert app.get_state(thread_id=thread_id).values["n"] == 4  # nothing lost
+    # with busy_timeout the run waits for the holder to let go
+    waiting = counter_graph().compile(checkpointer=cp, busy_timeout=5)
+    threading.Timer(0.3, cp.release_lease, (thread_id, token)).start()
+    assert waiting.invoke({"n": 2}, thread_id=thread_id)["n"] == 6
+    cp.close()
+
+
+def test_a_run_that_lost_its_lease_cannot_write(tmp_path, thread_id):
+    from threadloom import ThreadBusyError
+    from threadloom.checkpoint.sqlite import SqliteCheckpointer
+
+    cp = SqliteCheckpointer(str(tmp_path / "fence.db"))
+
+    import threadloom.engine.lease as lease_mod
+
+    old_ttl = lease_mod.LEASE_TTL_S
+    lease_mod.LEASE_TTL_S = 0.05
+    try:
+        def stall_then_write(s):
+            import time
+
+            time.sleep(0.2)  # our lease expires while we work
+            cp.acquire_lease(thread_id, "thief", 30)
+            return {"n": 99}
+
+        g2 = StateGraph(S)
+        g2.add_node("stall", stall_then_write)
+        g2.add_edge(START, "stall")
+        with pytest.raises(ThreadBusyError, match="stale"):
+            g2.compile(checkpointer=cp).invoke({"n": 0}, thread_id=thread_id)
+    finally:
+        lease_mod.LEASE_TTL_S = old_ttl
+    snap = g2.compile(checkpointer=cp).get_state(thread_id=thread_id)
+    assert snap.values.get("n") != 99
+    cp.close()

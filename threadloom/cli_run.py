@@ -3,6 +3,7 @@ pending interrupt)."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import sys
 import uuid
@@ -37,12 +38,22 @@ class StreamMode(enum.StrEnum):
 
 
 def stream_run(graph: Any, value: Any, thread_id: str, view: RunView,
-               extra_modes: tuple[str, ...] = ()) -> None:
-    """Stream one run of ``graph`` on ``thread_id`` into ``view`` (updates + messages)."""
+               extra_modes: tuple[str, ...] = (), config: dict[str, Any] | None = None) -> None:
+    """Stream one run of ``graph`` on ``thread_id`` into ``view`` (updates + messages).
+
+    The run goes through ``astream`` under ``asyncio.run``, so Ctrl-C cancels the running
+    nodes cleanly (the thread keeps its last checkpoint) and then raises
+    ``KeyboardInterrupt`` here.
+    """
     modes = ["updates", "messages", *[m for m in extra_modes if m not in ("updates", "messages")]]
-    with view:
-        for mode, chunk in graph.stream(value, thread_id=thread_id, stream_mode=modes):
-            view.handle(mode, chunk)
+
+    async def consume() -> None:
+        with view:
+            async for mode, chunk in graph.astream(value, config, thread_id=thread_id,
+                                                   stream_mode=modes):
+                view.handle(mode, chunk)
+
+    asyncio.run(consume())
 
 
 def require_thread(cp: Any, thread_id: str, where: str) -> None:
@@ -53,7 +64,8 @@ def require_thread(cp: Any, thread_id: str, where: str) -> None:
 
 def new_view(show: str = "messages") -> RunView:
     """A ``RunView`` on stdout (progress redrawn in place on a terminal)."""
-    return RunView(sys.stdout, show=show, tty=sys.stdout.isatty())
+    tty = sys.stdout.isatty()
+    return RunView(sys.stdout, show=show, tty=tty, quiet_s=2.0 if tty else 5.0)
 
 
 def _report(graph: Any, thread_id: str, resume_hint: str) -> None:
@@ -87,13 +99,9 @@ def run_command(
     thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"
     click.echo(f"thread {thread_id} | db {db}")
     config = {"recursion_limit": recursion_limit} if recursion_limit else None
-    view = new_view(stream_mode.value)
     try:
-        with view:
-            for mode, chunk in graph.stream(value, config, thread_id=thread_id, stream_mode=[
-                    "updates", "messages", *([stream_mode.value] if stream_mode.value in (
-                        "values", "custom") else [])]):
-                view.handle(mode, chunk)
+        stream_run(graph, value, thread_id, new_view(stream_mode.value), (stream_mode.value,),
+                   config)
     except KeyboardInterrupt:
         click.echo(f"\ninterrupted: thread {thread_id} keeps its last checkpoint; continue "
                    f"with: threadloom run {target} --thread {thread_id} --input null "

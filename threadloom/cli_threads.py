@@ -114,7 +114,7 @@ def show(thread: str, checkpoint: str | None = typer.Option(None, "--checkpoint"
         "created_at": saved.checkpoint.get("ts"),
         "next": saved.checkpoint.get("next") or [],
         "status": _status(saved),
-        "interrupts": [v for group in interrupts for v in (group or [])],
+        "interrupts": [{"value": i[0], "id": i[1]} for group in interrupts for i in group or []],
         "values": saved.checkpoint["channel_values"],
     }))
 

@@ -44,7 +44,7 @@ class RunView:
         self.interrupts: list[Any] = []
         self.steps = 0
         self.tokens = 0
-        self.current = "(starting)"
+        self.current = ""
         self._lock = threading.Lock()
         self._midline = False
         self._status_shown = False
@@ -90,14 +90,13 @@ class RunView:
 
     def _tick(self) -> None:
         spin = 0
-        period = 0.2 if self.tty else self.quiet_s
+        period = 0.2 if self.tty else min(1.0, self.quiet_s)
         while not self._stop.wait(period):
             quiet = time.monotonic() - self._last
             if quiet < self.quiet_s:
                 continue
             elapsed = time.monotonic() - self._started
-            status = (f"running {self.current} | step {self.steps + 1} | "
-                      f"{elapsed:.0f}s elapsed")
+            status = f"still running: step {self.steps + 1}{self.current}, {elapsed:.0f}s elapsed"
             with self._lock:
                 if self.tty:
                     if self._midline:
@@ -121,7 +120,7 @@ class RunView:
             message, meta = chunk
             self._on_message(message, meta or {})
         elif mode == "values" and self.show == "values":
-            self.line(f"state: {dumps(chunk)}")
+            self.line(f"state: {dumps(chunk, indent=None)}")
         elif mode == "custom":
             self.line(f"custom: {dumps(chunk, indent=None)}")
 
@@ -135,13 +134,14 @@ class RunView:
                     self.line(f"[paused] interrupt: {_short(value, 400)}")
                 continue
             self.steps += 1
-            self.current = "next step"
+            self.current = ""
             self.line(f"[step {self.steps}] {node}")
             if self.show == "updates" and update:
                 self.line(f"  update: {_short(dumps(update, indent=None), 400)}")
 
     def _on_message(self, message: Any, meta: dict[str, Any]) -> None:
-        self.current = str(meta.get("node") or self.current)
+        node = meta.get("node")
+        self.current = f" ({node})" if node else self.current
         kind = getattr(message, "type", "")
         if kind == "AIMessageChunk":
             if message.text:

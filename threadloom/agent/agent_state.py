@@ -10,14 +10,15 @@ writes one message).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypedDict, get_type_hints
 
-from threadloom.agent.state import State
+from threadloom.agent.state import RESERVED_KEYS, State, default_handler, validate_user_schema
 from threadloom.engine.channels import Ephemeral
 from threadloom.messages import REMOVE_ALL_MESSAGES, AnyMessage, BaseMessage, RemoveMessage
-from threadloom.reducers import add_messages, merge_lists, replace_values
+from threadloom.reducers import add_messages, replace_values
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 CONTROL_KEYS = ("jump_to", "stop_run", "continue_run")
@@ -74,7 +75,9 @@ class AgentState(TypedDict, total=False):
         context_tokens: the context size after the last model call (its total tokens,
             or an estimate of about four characters per token).
         hook_context: request-scoped objects handed to hooks (never checkpointed).
-        tools: names of the tools offered in this run (None: all configured tools).
+
+    ``tools`` is reserved too, but it is a run argument (the tools offered in one run),
+    not a state key: a node of the agent graph is named ``tools``.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
@@ -89,7 +92,6 @@ class AgentState(TypedDict, total=False):
     structured_response: Any
     context_tokens: int
     hook_context: Any
-    tools: list[str] | None
 
 
 OUTPUT_KEYS = (
@@ -228,6 +230,20 @@ def _reduced_write(old: Any, new: Any) -> Any:
     return Overwrite(new)
 
 
+def add_delta(update: dict[str, Any], key: str, delta: Any) -> None:
+    """Add a counter delta (int or dict of ints) to ``update[key]``."""
+    current = update.get(key)
+    if current is None:
+        update[key] = delta
+    elif isinstance(delta, dict):
+        merged = dict(current)
+        for k, v in delta.items():
+            merged[k] = merged.get(k, 0) + v
+        update[key] = merged
+    else:
+        update[key] = current + delta
+
+
 def hook_schema(user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str]) -> dict[str, Any]:
     """The ``State`` schema hooks see: agent keys, user entries, template variables."""
     schema: dict[str, dict[str, Any]] = {
@@ -240,7 +256,98 @@ def hook_schema(user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str
     return schema
 
 
+RUN_ARGUMENTS = frozenset({
+    "messages", "tools", "generation_kwargs", "streaming_callback", "hook_context", "config",
+    "thread_id", "context", "stream_mode", "recursion_limit", "durability", "subgraphs",
+})
+"""Names ``run``/``invoke`` take as options; template variables may not use them."""
+NODE_KEYS = frozenset({"before_run", "model", "tools", "exit_check", "after_run"})
+
+
+@dataclass(slots=True)
+class Schemas:
+    """The state schemas of one agent (built by ``build_schemas``).
+
+    Attributes:
+        state: the full state TypedDict (agent keys, user keys, template variables).
+        output: the TypedDict of what a run returns.
+        hook_entries: user keys as ``State`` schema entries.
+        reduced: user keys whose channel merges writes through a handler.
+        defaults: user keys' default values (pydantic defaults).
+    """
+
+    state: Any
+    output: Any
+    hook_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reduced: frozenset[str] = frozenset()
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+def _user_fields(schema: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(annotations, hook entries, defaults)`` of the user's extra keys."""
+    base = set(AgentState.__annotations__)
+    if isinstance(schema, Mapping):
+        fields: dict[str, Any] = {}
+        entries: dict[str, Any] = {}
+        for key, entry in schema.items():
+            handler = entry.get("handler") or default_handler(key, entry["type"])
+            entries[key] = {"type": entry["type"], "handler": handler}
+            fields[key] = entry["type"] if handler is replace_values else Annotated[
+                entry["type"], overwritable(handler)]
+        return fields, entries, {}
+    hints = get_type_hints(schema, include_extras=True)
+    fields, entries, defaults = {}, {}, {}
+    model_fields = getattr(schema, "model_fields", {})
+    for key, hint in hints.items():
+        if key in base or key.startswith("_"):
+            continue
+        tp, reducer = hint, None
+        if typing.get_origin(hint) is Annotated:
+            tp, *meta = typing.get_args(hint)
+            reducer = next((m for m in meta if callable(m) and not isinstance(m, type)), None)
+        entries[key] = {"type": tp, "handler": reducer or replace_values}
+        fields[key] = Annotated[tp, overwritable(reducer)] if reducer else tp
+        info = model_fields.get(key)
+        if info is not None and not info.is_required():
+            defaults[key] = info.get_default(call_default_factory=True)
+    return fields, entries, defaults
+
+
+def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Schemas:
+    """Build the agent's state and output TypedDicts.
+
+    Raises:
+        ValueError: a reserved key in ``state_schema``, a key named like an agent node, or
+            a template variable colliding with a state key or run argument.
+    """
+    fields: dict[str, Any] = dict(get_type_hints(AgentState, include_extras=True))
+    user: dict[str, Any] = {}
+    entries: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    if state_schema is not None:
+        validate_user_schema(state_schema, inherited=AgentState.__annotations__)
+        user, entries, defaults = _user_fields(state_schema)
+    clash = sorted(set(user) & NODE_KEYS)
+    if clash:
+        raise ValueError(f"state_schema keys {clash} are agent node names; rename them")
+    taken = set(fields) | set(user) | RUN_ARGUMENTS | RESERVED_KEYS
+    collide = sorted(set(variables) & taken)
+    if collide:
+        raise ValueError(
+            f"template variable(s) {collide} collide with a state key or run argument; "
+            "rename them in system_prompt/user_prompt")
+    if strategy is not None:
+        fields["structured_response"] = strategy.schema | None
+    fields.update(user)
+    fields.update({name: Any for name in variables})
+    out_keys = [*OUTPUT_KEYS, *(["structured_response"] if strategy else []), *user]
+    state = TypedDict("AgentRunState", fields, total=False)  # type: ignore[operator]
+    output = TypedDict("AgentOutput", {k: fields[k] for k in out_keys}, total=False)  # type: ignore[operator]
+    reduced = frozenset(k for k, v in user.items() if typing.get_origin(v) is Annotated)
+    return Schemas(state, output, entries, reduced, defaults)
+
+
 __all__ = [
-    "OUTPUT_KEYS", "AgentState", "Control", "HookBridge", "Overwrite", "hook_schema",
-    "merge_lists", "messages_update", "overwritable", "sum_counts", "sum_steps", "sum_usage",
+    "OUTPUT_KEYS", "RUN_ARGUMENTS", "AgentState", "Schemas", "build_schemas", "Control", "add_delta", "HookBridge", "Overwrite", "hook_schema",
+    "messages_update", "overwritable", "sum_counts", "sum_steps", "sum_usage",
 ]

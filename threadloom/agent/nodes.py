@@ -9,32 +9,173 @@ START -> before_run -> model -> tools -> exit_check -> after_run -> END
 
 Every node is async and reads the run's options (``RunOptions``) from the engine's task
 context, so nothing per-run that cannot be stored (callbacks, request-scoped objects)
-enters the checkpoint. Each node routes with ``Command(goto=...)``. Hooks run only where
-some are configured; without hooks a node builds no ``State`` at all.
+enters the checkpoint. Nodes route with ``Command(goto=...)``. Hooks run only where some
+are configured; without hooks a node builds no ``State`` at all. Tool execution lives in
+``threadloom.agent.tool_step``; the model call in ``threadloom.agent.model_step``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from threadloom.agent.agent_state import Control, HookBridge, messages_update
 from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, last_exit
 from threadloom.agent.hooks import run_hooks
-from threadloom.agent.requests import (
-    NO_OPTIONS,
-    Prompts,
-    RunOptions,
-    missing_result,
-    repair_tool_pairs,
-)
-from threadloom.agent.structured import STRUCTURED_EXIT, ProviderStrategy, Strategy
-from threadloom.agent.toolstep import ToolStep
-from threadloom.agent.modelcall import ModelCaller
-from threadloom.engine.runtime import current_task
+from threadloom.agent.requests import Prompts, answer_pending, run_options
+from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
 from threadloom.engine.types import Command
 from threadloom.messages import BaseMessage
 
 NODE_NAMES = ("before_run", "model", "tools", "exit_check", "after_run")
-_ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
 _RESET = {"step_count": None, "token_usage": None, "tool_call_counts": None}
+
+
+class HookRunner:
+    """Runs one hook point on a ``State`` view and returns graph writes and control."""
+
+    def __init__(self, hooks: dict[str, list[Any]], bridge: HookBridge) -> None:
+        self.hooks = hooks
+        self.bridge = bridge
+
+    def has(self, point: str) -> bool:
+        """Whether any hook is configured for ``point``."""
+        return bool(self.hooks[point])
+
+    async def run(
+        self, point: str, values: dict[str, Any], messages: list[BaseMessage], context: Any
+    ) -> tuple[dict[str, Any], Control, list[BaseMessage], dict[str, Any]]:
+        """Run ``point``'s hooks: ``(writes without messages, control, messages, data)``."""
+        state = self.bridge.make(values, messages)
+        await run_hooks(point, self.hooks[point], state, context)
+        update, control = self.bridge.updates(state, values)
+        return update, control, state.get("messages"), state.data
+
+
+class AgentNodes:
+    """The agent's nodes, bound to one agent's configuration (built by ``create_agent``).
+
+    Args:
+        model_step: calls the model (``threadloom.agent.model_step.ModelStep``).
+        tool_step: runs the tools (``threadloom.agent.tool_step.ToolStep``).
+        hooks: ``HookRunner`` over user hooks followed by middleware hooks.
+        rules: the exit rules.
+        prompts: the prompt templates.
+        strategy: the structured-output strategy, or None.
+        defaults: default values of user state keys, written when a run starts without them.
+    """
+
+    def __init__(
+        self, model_step: Any, tool_step: Any, hooks: HookRunner, rules: ExitRules,
+        prompts: Prompts, strategy: Strategy | None, defaults: dict[str, Any],
+    ) -> None:
+        self.model_step = model_step
+        self.tool_step = tool_step
+        self.hooks = hooks
+        self.rules = rules
+        self.prompts = prompts
+        self.strategy = strategy
+        self.defaults = defaults
+
+    # -- before_run -------------------------------------------------------------------------
+
+    async def before_run(self, state: dict[str, Any]) -> Any:
+        """Reset the run's counters, render the user prompt, run ``before_run`` hooks."""
+        update: dict[str, Any] = {"exit_reason": None}
+        if self.strategy is not None:
+            update["structured_response"] = None
+        for key, default in self.defaults.items():
+            if key not in state:
+                update[key] = default
+        messages = state["messages"]
+        if self.prompts.variables or self.prompts.user is not None:
+            values = self.prompts.values(state)
+            self.prompts.system_text(values)  # missing required variables fail here
+            rendered = self.prompts.user_messages(values)
+            if rendered:
+                messages = [*messages, *rendered]
+        target = "model"
+        if self.hooks.has("before_run"):
+            values = {**state, **update, "step_count": 0, "token_usage": dict(ZERO_USAGE),
+                      "tool_call_counts": {}}
+            changes, control, messages, _ = await self.hooks.run(
+                "before_run", values, messages, run_options().hook_context)
+            update.update(changes)
+            target = self._jump(control, update, "model")
+            if target != "model":
+                messages = answer_pending(messages, "the run was ended by a hook")
+        update["messages"] = messages_update(state["messages"], messages)
+        return [dict(_RESET), Command(update=update, goto=target)]
+
+    def _jump(self, control: Control, update: dict[str, Any], default: str) -> str:
+        if control.stop_run is not None:
+            update["exit_reason"] = control.stop_run
+            return "after_run"
+        if control.jump_to == "end":
+            update["exit_reason"] = JUMP_END
+            return "after_run"
+        if control.jump_to in ("model", "tools"):
+            return control.jump_to
+        return default
+
+    # -- model ------------------------------------------------------------------------------
+
+    async def model(self, state: dict[str, Any]) -> Command:
+        """Run ``before_llm`` hooks, call the model, record usage, run ``after_llm`` hooks."""
+        return await self.model_step(self, state, run_options())
+
+    # -- tools ------------------------------------------------------------------------------
+
+    async def tools(self, state: dict[str, Any]) -> Any:
+        """Run ``before_tool`` hooks, the pending tool calls, then ``after_tool`` hooks."""
+        return await self.tool_step(self, state, run_options())
+
+    # -- exit_check -------------------------------------------------------------------------
+
+    async def exit_check(self, state: dict[str, Any]) -> Command:
+        """Decide: end the run (with its ``exit_reason``) or call the model again."""
+        messages = state["messages"]
+        reason = state.get("stop_run")
+        if reason is None:
+            if self.strategy is not None and state.get("structured_response") is not None:
+                reason = STRUCTURED_EXIT
+            else:
+                reason = last_exit(messages, self.rules)
+        update: dict[str, Any] = {}
+        if reason is not None and self.hooks.has("on_exit"):
+            reason, update = await self._on_exit(state, reason)
+        if reason is None:
+            if (state.get("step_count") or 0) + update.get("step_count", 0) < self.rules.max_steps:
+                return Command(update=update, goto="model")
+            reason = MAX_STEPS
+        update["exit_reason"] = reason
+        return Command(update=update, goto="after_run")
+
+    async def _on_exit(self, state: dict[str, Any], reason: Any) -> tuple[Any, dict[str, Any]]:
+        values = {**state, "exit_reason": reason}
+        update, control, messages, _ = await self.hooks.run(
+            "on_exit", values, state["messages"], run_options().hook_context)
+        update["messages"] = messages_update(state["messages"], messages)
+        reason = update.pop("exit_reason", reason)
+        if control.continue_run or control.jump_to == "model":
+            reason = None
+        if control.stop_run is not None:
+            reason = control.stop_run
+        return reason, update
+
+    # -- after_run --------------------------------------------------------------------------
+
+    async def after_run(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Run ``after_run`` hooks (always, once) and set ``last_message``."""
+        messages = state["messages"]
+        update: dict[str, Any] = {}
+        if self.hooks.has("after_run"):
+            update, _, messages, _ = await self.hooks.run(
+                "after_run", dict(state), messages, run_options().hook_context)
+            update["messages"] = messages_update(state["messages"], messages)
+        if messages:
+            update["last_message"] = messages[-1]
+        return update
+
+
+__all__ = ["NODE_NAMES", "ZERO_USAGE", "AgentNodes", "HookRunner"]

@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from threadloom.engine.runtime import current_task
 from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from threadloom.prompts import ChatPromptTemplate
 
+SKIPPED = "Error: tool call {name!r} was not run: {why}."
 MISSING_RESULT = (
     "Error: tool call {name!r} (id {id}) has no result: it was interrupted or skipped "
     "before it returned one, so it may not have run. Call it again if it is still needed."
@@ -33,6 +35,7 @@ class RunOptions:
         generation_kwargs: merged over the agent's (run-time keys win).
         streaming_callback: called with each ``AIMessageChunk`` of every model call.
         extra_tools: ``Tool`` objects given at run time beyond the configured ones.
+        tool_names: names of the tools offered in this run (None: all configured ones).
         user_context: the ``context=`` object of the call (middleware ``runtime.context``).
     """
 
@@ -41,6 +44,7 @@ class RunOptions:
     streaming_callback: Callable[[Any], Any] | None = None
     extra_tools: tuple[Any, ...] = ()
     user_context: Any = None
+    tool_names: tuple[str, ...] | None = None
 
 
 NO_OPTIONS = RunOptions()
@@ -294,6 +298,29 @@ def missing_result(call_id: str, name: str, text: str | None = None) -> ToolMess
     return ToolMessage(content=content, tool_call_id=call_id, name=name or None, status="error")
 
 
+def run_options() -> RunOptions:
+    """The running call's ``RunOptions`` (defaults outside an agent run)."""
+    task = current_task()
+    context = task.context if task is not None else None
+    return context if isinstance(context, RunOptions) else NO_OPTIONS
+
+
+def answer_pending(messages: list[BaseMessage], why: str) -> list[BaseMessage]:
+    """Answer the last AI message's unanswered calls with 'not run' errors (keeps pairs valid)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.type == "ai":
+            calls = [*message.tool_calls, *message.invalid_tool_calls]  # type: ignore[attr-defined]
+            if not calls:
+                return messages
+            done = {m.tool_call_id for m in messages[index + 1:] if m.type == "tool"}  # type: ignore[attr-defined]
+            extra = [missing_result(c.get("id") or "", c.get("name") or "",
+                                    SKIPPED.format(name=c.get("name"), why=why))
+                     for c in calls if c.get("id") not in done]
+            return [*messages, *extra] if extra else messages
+    return messages
+
+
 def check_tool_pairs(messages: Sequence[BaseMessage]) -> list[str]:
     """Problems with call/result pairing in ``messages`` (empty when valid).
 
@@ -322,7 +349,7 @@ def check_tool_pairs(messages: Sequence[BaseMessage]) -> list[str]:
 
 
 __all__ = [
-    "MISSING_RESULT", "NO_OPTIONS", "ModelRequest", "Prompts", "RunOptions", "ToolCallRequest",
+    "MISSING_RESULT", "NO_OPTIONS", "SKIPPED", "answer_pending", "run_options", "ModelRequest", "Prompts", "RunOptions", "ToolCallRequest",
     "check_tool_pairs", "missing_result", "repair_tool_pairs", "request_messages",
     "system_message",
 ]

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.leases import Lease
 from threadloom.checkpoint.serde import Codec
-from threadloom.checkpoint.stored import CkRow, Lease, StoredCheckpointer
+from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
 
 # A preset dictionary of what checkpoint JSON is made of: small blobs compress 3-5x with it.
 _ZDICT = (
@@ -229,8 +230,11 @@ class InMemoryCheckpointer(StoredCheckpointer):
             see ``set_ttl`` and ``sweep``.
         cache_size: decoded list values kept for O(delta) reloads.
 
-    Thread-safe: one lock guards the store; values are encoded outside it.
+    Thread-safe: one lock guards the store; values are encoded outside it. Calls do no
+    I/O, so the engine calls them directly even from async runs (``inline_io``).
     """
+
+    inline_io = True
 
     def __init__(
         self,

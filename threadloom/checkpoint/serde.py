@@ -32,32 +32,29 @@ strict allow-list is the default, not an opt-in.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import datetime as dt
 import enum
 import json
 import math
-import uuid
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
+from threadloom.checkpoint.serde_builtin import (
+    ENVELOPE_REVIVERS,
+    SIMPLE_ENCODERS,
+    SIMPLE_REVIVERS,
+    TAG,
+    escape_surrogates,
+)
 from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
-from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.engine.errors import SerializationError, UntrustedTypeError
 from threadloom.engine.types import Command, Interrupt, Send
 
-TAG = "__tl__"
 _TAG_BYTES = TAG.encode()
 ENCRYPTED_PREFIX = b"TLENC1:"
 _JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-
-
-class UntrustedTypeError(SerializationError, SecurityError):
-    """Stored data named a type outside the codec's allow-list; nothing was built or run."""
 
 
 class _Unsupported(Exception):
@@ -148,7 +145,7 @@ class Codec:
         try:
             data = _JSON_DUMPS(tree).encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: stored as tagged UTF-8 bytes
-            data = _JSON_DUMPS(_escape_surrogates(tree)).encode("utf-8")
+            data = _JSON_DUMPS(escape_surrogates(tree)).encode("utf-8")
         except ValueError as exc:
             where = path or "value"
             raise SerializationError(f"cannot serialize {where}: {exc}", path=path) from exc
@@ -241,7 +238,7 @@ class Codec:
         return {TAG: "map", "v": pairs}
 
     def _resolve_encoder(self, t: type) -> Callable[[Any], Any] | None:
-        simple = _SIMPLE_ENCODERS.get(t)
+        simple = SIMPLE_ENCODERS.get(t)
         if simple is not None:
             return simple
         if t in (set, frozenset):
@@ -314,10 +311,10 @@ class Codec:
             return d
         try:
             if type(tag) is str:
-                fn = _SIMPLE_REVIVERS.get(tag)
+                fn = SIMPLE_REVIVERS.get(tag)
                 if fn is not None:
                     return fn(d["v"])
-                env = _ENVELOPE_REVIVERS.get(tag)
+                env = ENVELOPE_REVIVERS.get(tag)
                 if env is not None:
                     return env(d)
                 if tag == "msg":
@@ -353,31 +350,6 @@ class Codec:
         raise UntrustedTypeError(
             f"stored {tag!r} envelope does not match registered type {name!r}", type_name=name
         )
-
-
-def _escape_surrogates(tree: Any) -> Any:
-    """Replace strings holding surrogate code points (not valid UTF-8) by ``sur`` envelopes,
-    so they come back exactly (JSON's \\u escapes would merge a pair into one character)."""
-    t = type(tree)
-    if t is str:
-        try:
-            tree.encode("utf-8")
-            return tree
-        except UnicodeEncodeError:
-            raw = tree.encode("utf-8", "surrogatepass")
-            return {TAG: "sur", "v": base64.b64encode(raw).decode("ascii")}
-    if t is list:
-        return [_escape_surrogates(x) for x in tree]
-    if t is dict:
-        if all(type(_escape_surrogates(k)) is str for k in tree):
-            return {k: _escape_surrogates(v) for k, v in tree.items()}
-        pairs = [[_escape_surrogates(k), _escape_surrogates(v)] for k, v in tree.items()]
-        return {TAG: "map", "v": pairs}
-    return tree
-
-
-def _rev_surrogates(v: str) -> str:
-    return base64.b64decode(v.encode("ascii"), validate=True).decode("utf-8", "surrogatepass")
 
 
 def _refusal(t: type) -> _Unsupported:
@@ -417,77 +389,6 @@ def _validate_model(cls: type[BaseModel], values: dict[str, Any]) -> BaseModel:
             type_name=qualified_name(cls),
         ) from exc
 
-
-def _enc_datetime(v: dt.datetime) -> dict[str, Any]:
-    out: dict[str, Any] = {TAG: "dt", "v": v.isoformat()}
-    if isinstance(v.tzinfo, ZoneInfo):
-        out["z"] = v.tzinfo.key
-    if v.fold:
-        out["fold"] = 1
-    return out
-
-
-def _rev_datetime_env(d: dict[str, Any]) -> dt.datetime:
-    value = dt.datetime.fromisoformat(d["v"])
-    if "z" in d:
-        value = value.astimezone(ZoneInfo(str(d["z"])))
-    if d.get("fold"):
-        value = value.replace(fold=1)
-    return value
-
-
-def _enc_time(v: dt.time) -> dict[str, Any]:
-    out: dict[str, Any] = {TAG: "t", "v": v.isoformat()}
-    if v.fold:
-        out["fold"] = 1
-    return out
-
-
-def _rev_float(v: str) -> float:
-    if v not in ("nan", "inf", "-inf"):
-        raise ValueError(f"not a non-finite float: {v!r}")
-    return float(v)
-
-
-def _rev_timedelta(v: list[int]) -> dt.timedelta:
-    days, seconds, micros = v
-    return dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-
-
-def _rev_map(pairs: list[list[Any]]) -> dict[Any, Any]:
-    return {k: v for k, v in pairs}
-
-
-_SIMPLE_ENCODERS: dict[type, Callable[[Any], Any]] = {
-    dt.datetime: _enc_datetime,
-    dt.date: lambda v: {TAG: "d", "v": v.isoformat()},
-    dt.time: _enc_time,
-    dt.timedelta: lambda v: {TAG: "td", "v": [v.days, v.seconds, v.microseconds]},
-    uuid.UUID: lambda v: {TAG: "uuid", "v": v.hex},
-    Decimal: lambda v: {TAG: "dec", "v": str(v)},
-    bytes: lambda v: {TAG: "b", "v": base64.b64encode(v).decode("ascii")},
-}
-
-_SIMPLE_REVIVERS: dict[str, Callable[[Any], Any]] = {
-    "d": lambda v: dt.date.fromisoformat(v),
-    "td": _rev_timedelta,
-    "uuid": lambda v: uuid.UUID(hex=v),
-    "dec": lambda v: Decimal(v),
-    "b": lambda v: base64.b64decode(v.encode("ascii"), validate=True),
-    "f": _rev_float,
-    "set": set,
-    "fset": frozenset,
-    "tup": tuple,
-    "map": _rev_map,
-    "sur": _rev_surrogates,
-}
-
-
-# datetime and time carry extra keys; they get the whole envelope.
-_ENVELOPE_REVIVERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "dt": _rev_datetime_env,
-    "t": lambda d: dt.time.fromisoformat(d["v"]).replace(fold=1 if d.get("fold") else 0),
-}
 
 _GLOBAL_REGISTRY = TypeRegistry(parent=None)
 for _engine_type in (Send, Command, Interrupt):  # the engine's own values in checkpoints

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
-from threadloom.checkpoint.stored import CkRow, Lease
+from threadloom.checkpoint.leases import Lease
+from threadloom.checkpoint.stored import CkRow
 from threadloom.engine.errors import CheckpointError
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.engine.analysis import DrawableGraph
 from threadloom.engine.errors import ThreadBusyError
+from threadloom.engine.lease import ThreadLease
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import state_builder
 from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
@@ -75,8 +77,10 @@ class CompiledGraph:
         interrupt_after: frozenset[str],
         durability: Durability,
         name: str,
+        busy_timeout: float = 0.0,
     ) -> None:
         self.builder = builder
+        self.busy_timeout = busy_timeout
         self.name = name
         self.checkpointer = checkpointer
         self.interrupt_before = interrupt_before
@@ -190,7 +194,7 @@ class CompiledGraph:
 
     async def _produce(self, loop: RunLoop, input: Any, sink: StreamSink) -> None:
         try:
-            with self._claim(loop.config):
+            async with self._hold(loop):
                 await loop.run(input)
             if loop.interrupts and "updates" in loop.modes:
                 sink.bind(())("updates", {"__interrupt__": tuple(loop.interrupts)})
@@ -230,7 +234,7 @@ class CompiledGraph:
             return chunks  # type: ignore[return-value]
         cfg = self._config(config, thread_id, recursion_limit)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
-        with self._claim(cfg):
+        async with self._hold(loop):
             out = await loop.run(input)
         if loop.interrupts:
             out["__interrupt__"] = list(loop.interrupts)
@@ -371,8 +375,16 @@ class CompiledGraph:
             context=context, sink=sink,
         )
 
-    def _claim(self, cfg: dict[str, Any]) -> _Claim:
-        return _Claim(self.checkpointer, cfg)
+    @contextlib.asynccontextmanager
+    async def _hold(self, loop: RunLoop) -> AsyncIterator[None]:
+        """Hold the thread for one run: in this process, and across processes by lease."""
+        with _Claim(self.checkpointer, loop.config):
+            lease = await ThreadLease.acquire(self.checkpointer, loop, self.busy_timeout)
+            try:
+                yield
+            finally:
+                if lease is not None:
+                    await lease.release()
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, nodes={list(self.nodes)})"

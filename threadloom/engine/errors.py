@@ -13,6 +13,8 @@ The tree, as httpx draws its own::
     │   └── NodeTimeoutError       reserved for per-node deadlines
     ├── CheckpointError            persistence
     │   ├── SerializationError     a value the closed codec cannot write or must refuse to read
+    │   │   └── UntrustedTypeError stored data named a type outside the allow-list (also a
+    │   │                          SecurityError)
     │   ├── ThreadBusyError        another run holds the thread
     │   └── CheckpointNotFoundError
     ├── SecurityError              a template or stored blob tried to reach Python internals
@@ -176,6 +178,10 @@ class ToolError(ThreadloomError):
         super().__init__(message)
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
+
+
+class UntrustedTypeError(SerializationError, SecurityError):
+    """Stored data named a type outside the codec's allow-list; nothing was built or run."""
 
 
 class ModelError(ThreadloomError):

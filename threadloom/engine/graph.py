@@ -345,6 +345,7 @@ class StateGraph:
         interrupt_after: Sequence[str] | str | None = None,
         durability: Durability = "sync",
         name: str | None = None,
+        busy_timeout: float = 0.0,
     ) -> CompiledGraph:
         """Check the graph and return a runnable ``CompiledGraph``.
 
@@ -357,6 +358,8 @@ class StateGraph:
                 lose the last step) or ``"exit"`` (written only when the run ends, pauses
                 or fails; a crash loses the whole run).
             name: the graph's name (used in drawings and traces).
+            busy_timeout: seconds a run waits for a thread that another run (here or in
+                another process) holds; 0 (default) raises ``ThreadBusyError`` at once.
 
         Raises:
             GraphValidationError: for edges to unknown nodes, nodes unreachable from
@@ -376,6 +379,7 @@ class StateGraph:
             interrupt_after=frozenset(after),
             durability=durability,
             name=name or "graph",
+            busy_timeout=busy_timeout,
         )
 
 

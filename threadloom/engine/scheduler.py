@@ -74,6 +74,7 @@ class RunLoop:
         self.namespace = namespace
         self.sink = sink
         self.inline_sync = True
+        self.lease: Any = None
         self.channels: dict[str, Channel] = {k: s.make() for k, s in graph.specs.items()}
         self.versions: dict[str, int] = {}
         self.barriers: dict[str, set[str]] = {}
@@ -380,6 +381,8 @@ class RunLoop:
             self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
             return
         await self._flush_pending_put()
+        if self.lease is not None:
+            await self.lease.renew_if_due()
         if self.durability == "async" and not self.blocking_ok:
             self.pending_put = asyncio.ensure_future(
                 self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))

@@ -1,0 +1,257 @@
+"""The ``threadloom`` command line: in-process (typer's CliRunner) and as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from threadloom.checkpoint.sqlite import SqliteCheckpointer
+from threadloom.cli import app
+
+TESTS = Path(__file__).resolve().parent
+runner = CliRunner()
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """Run in a temporary directory with ``cli_graphs`` importable."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(TESTS))
+    return tmp_path
+
+
+def cli(*args: str):
+    result = runner.invoke(app, list(args))
+    return result
+
+
+def proc(*args: str, cwd: Path, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get(
+        "PYTHONPATH", "")]), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "threadloom.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _one_error_line(result) -> str:
+    err = result.stderr.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ")
+    return err
+
+
+# -- run ----------------------------------------------------------------------------------
+
+def test_run_streams_steps_and_saves_checkpoints(work):
+    result = cli("run", "cli_graphs:counter_builder", "--input", '{"n": 1}', "--thread", "t1",
+                 "--db", "c.db")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "thread t1 | db c.db"
+    assert "[step 1] inc" in lines and "[step 2] double" in lines
+    assert '  update: {"n": 2, "log": ["inc 1"]}' in lines
+    assert 'final state: {"n": 4, "log": ["inc 1", "double"]}' in lines
+    cp = SqliteCheckpointer("c.db")
+    assert cp.list_threads() == ["t1"]
+    assert cp.get_tuple({"configurable": {"thread_id": "t1"}}).checkpoint["channel_values"][
+        "n"] == 4
+
+
+def test_run_compiled_graph_and_factory_with_input_file(work):
+    Path("in.json").write_text('{"n": 20}')
+    result = cli("run", "cli_graphs:counter", "--input", "@in.json", "--thread", "a", "--db",
+                 "c.db", "--stream-mode", "values")
+    assert result.exit_code == 0, result.output
+    assert 'state: {"n": 21, "log": ["inc 20"]}' in result.stdout  # 21 >= 10: no double
+    assert "[step 2]" not in result.stdout
+    result = cli("run", "cli_graphs:make_counter", "--thread", "b", "--db", "c.db")
+    assert result.exit_code == 0, result.output
+    assert 'final state: {"n": 2, "log": ["inc 0", "double"]}' in result.stdout
+    assert SqliteCheckpointer("c.db").list_threads() == ["a", "b"]
+
+
+def test_run_custom_and_messages_modes(work):
+    result = cli("run", "cli_graphs:counter", "-s", "custom", "--db", "c.db", "-t", "x")
+    assert 'custom: {"progress": 0}' in result.stdout
+    result = cli("run", "cli_graphs:chat", "-s", "messages", "--db", "c.db", "-t", "y",
+                 "--input", '{"topic": "t"}')
+    assert result.exit_code == 0, result.output
+    # the scripted model streams word by word; the view prints the tokens as they come
+    assert "tokens stream one word at a time" in result.stdout.splitlines()
+
+
+def test_run_without_thread_makes_one(work):
+    result = cli("run", "cli_graphs:counter", "--db", "c.db")
+    thread = result.stdout.splitlines()[0].split()[1]
+    assert thread.startswith("run-")
+    assert SqliteCheckpointer("c.db").list_threads() == [thread]
+
+
+# -- threads --------------------------------------------------------------------------------
+
+def _seed(work: Path) -> None:
+    for thread, n in (("t1", 1), ("t2", 50)):
+        assert cli("run", "cli_graphs:counter", "--input", json.dumps({"n": n}), "-t", thread,
+                   "--db", "c.db").exit_code == 0
+
+
+def test_threads_list_show_history_delete(work):
+    _seed(work)
+    listed = cli("threads", "list", "--db", "c.db")
+    assert listed.exit_code == 0, listed.output
+    rows = [line for line in listed.stdout.splitlines() if line.startswith("│")]
+    assert [r.split("│")[1].strip() for r in rows] == ["t1", "t2"]
+    assert [r.split("│")[2].strip() for r in rows] == ["3", "2"]  # checkpoints per thread
+    assert all(r.split("│")[4].strip() == "done" for r in rows)
+
+    shown = cli("threads", "show", "t1", "--db", "c.db")
+    state = json.loads(shown.stdout)
+    assert state["values"] == {"n": 4, "log": ["inc 1", "double"]}
+    assert state["next"] == [] and state["status"] == "done" and state["step"] == 1
+
+    hist = cli("threads", "history", "t1", "--db", "c.db")
+    rows = [line.split("│") for line in hist.stdout.splitlines() if line.startswith("│")]
+    assert [(r[2].strip(), r[3].strip(), r[4].strip(), r[5].strip()) for r in rows] == [
+        ("1", "loop", "double", "-"), ("0", "loop", "inc", "double"), ("-1", "input", "", "inc")]
+    middle = rows[1][1].strip()
+    assert len(middle) == 32
+    past = json.loads(cli("threads", "show", "t1", "--checkpoint", middle[:20], "--db",
+                          "c.db").stdout)
+    assert past["values"] == {"n": 2, "log": ["inc 1"]} and past["next"] == ["double"]
+
+    deleted = cli("threads", "delete", "t1", "--db", "c.db")
+    assert deleted.exit_code == 0 and "deleted thread t1" in deleted.stdout
+    assert SqliteCheckpointer("c.db").list_threads() == ["t2"]
+    assert cli("threads", "show", "t1", "--db", "c.db").exit_code == 1
+
+
+def _checkpoint_ids(thread: str) -> list[str]:
+    cp = SqliteCheckpointer("c.db")
+    return [t.config["configurable"]["checkpoint_id"]
+            for t in cp.list({"configurable": {"thread_id": thread}})]
+
+
+def test_fork_with_graph_uses_reducers_and_routes(work):
+    _seed(work)
+    after_inc = _checkpoint_ids("t1")[1]  # n=2, next double
+    result = cli("threads", "fork", "t1", "--checkpoint", after_inc, "--update",
+                 '{"n": 5, "log": ["edited"]}', "--graph", "cli_graphs:counter",
+                 "--as-node", "inc", "--db", "c.db")
+    assert result.exit_code == 0, result.output
+    state = json.loads(cli("threads", "show", "t1", "--db", "c.db").stdout)
+    assert state["values"] == {"n": 5, "log": ["inc 1", "edited"]}  # operator.add appended
+    assert state["source"] == "fork" and state["next"] == ["double"]
+    cont = cli("run", "cli_graphs:counter", "--input", "null", "-t", "t1", "--db", "c.db")
+    assert 'final state: {"n": 10, "log": ["inc 1", "edited", "double"]}' in cont.stdout
+
+
+def test_fork_without_graph_writes_through_checkpointer(work):
+    _seed(work)
+    first = _checkpoint_ids("t1")[-1]  # the input checkpoint, next inc
+    result = cli("threads", "fork", "t1", "-c", first, "-u", '{"n": 7}', "--db", "c.db")
+    assert result.exit_code == 0, result.output
+    state = json.loads(cli("threads", "show", "t1", "--db", "c.db").stdout)
+    assert state["values"]["n"] == 7 and state["next"] == ["inc"] and state["source"] == "fork"
+    cont = cli("run", "cli_graphs:counter", "--input", "null", "-t", "t1", "--db", "c.db")
+    assert 'final state: {"n": 16, "log": ["inc 7", "double"]}' in cont.stdout
+
+
+# -- draw -----------------------------------------------------------------------------------
+
+def test_draw_mermaid_and_png(work):
+    result = cli("draw", "cli_graphs:counter")
+    assert result.exit_code == 0
+    assert "graph TD;" in result.stdout and "inc -.-> double;" in result.stdout
+    assert cli("draw", "cli_graphs:counter_builder", "-o", "g.mmd").exit_code == 0
+    assert Path("g.mmd").read_text().startswith("---\ntitle: graph")
+    pytest.importorskip("matplotlib")
+    result = cli("draw", "cli_graphs:counter", "--format", "png", "-o", "g.png")
+    assert result.exit_code == 0, result.output
+    data = Path("g.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["run", "no_such_mod:g"], 2, "cannot import module 'no_such_mod'"),
+    (["run", "cli_graphs:missing"], 2, "module 'cli_graphs' has no attribute 'missing'"),
+    (["run", "cli_graphs:not_a_graph"], 2, "not a StateGraph or CompiledGraph"),
+    (["run", "cli_graphs"], 2, "expected MODULE:ATTR"),
+    (["run", "cli_graphs:counter", "--input", "{bad"], 2, "--input is not valid JSON"),
+    (["threads", "show", "ghost"], 1, "no thread 'ghost' in 'c.db'"),
+    (["threads", "list", "--db", "absent.db"], 1, "no checkpoint database at 'absent.db'"),
+    (["threads", "list", "--db", "junk.db"], 1, "'junk.db' is not a SQLite database"),
+    (["threads", "history", "t1", "--db", "torn.db"], 1, "cannot open checkpoint database"),
+    (["resume", "t1", "--graph", "cli_graphs:review"], 2, "give exactly one of"),
+    (["draw", "cli_graphs:counter", "-f", "png"], 2, "--format png needs --output"),
+])
+def test_one_line_errors(work, args, code, needle):
+    _seed(work)
+    Path("junk.db").write_text("this is not a database at all")
+    Path("torn.db").write_bytes(Path("c.db").read_bytes()[:200])
+    if "--db" not in args and args[0] in ("run", "threads", "resume"):
+        args = [*args, "--db", "c.db"]
+    result = proc(*args, cwd=work)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert needle in _one_error_line(result)
+
+
+# -- processes: interrupts, resume, Ctrl-C ------------------------------------------------------
+
+def test_interrupt_then_resume_in_a_new_process(work):
+    first = proc("run", "cli_graphs:review", "--input", '{"draft": "cats"}', "-t", "r1",
+                 "--db", "c.db", cwd=work)
+    assert first.returncode == 0, first.stderr
+    assert ('[paused] interrupt: {"question": "publish this?", "draft": "draft about cats"}'
+            in first.stdout)
+    hint = "threadloom resume r1 --value JSON --graph cli_graphs:review --db c.db"
+    assert hint in first.stdout
+    shown = json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout)
+    assert shown["status"] == "interrupted" and shown["next"] == ["review"]
+    assert shown["interrupts"][0]["value"]["question"] == "publish this?"
+
+    second = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:review",
+                  "--db", "c.db", cwd=work)
+    assert second.returncode == 0, second.stderr
+    assert "[step 1] review" in second.stdout
+    assert '"verdict": "human said yes"' in second.stdout
+    again = proc("resume", "r1", "--value", '"no"', "--graph", "cli_graphs:review", "--db",
+                 "c.db", cwd=work)
+    assert again.returncode == 1
+    assert "has no pending interrupt" in _one_error_line(again)
+
+
+def test_ctrl_c_leaves_the_thread_resumable(work):
+    env = dict(os.environ, PYTHONPATH=str(TESTS))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "threadloom.cli", "run", "cli_graphs:slow", "-t", "s1",
+         "--db", "c.db"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until "fast" is checkpointed and "slow" runs
+        if (work / "c.db").exists() and b"fast" in (work / "c.db").read_bytes():
+            break
+        time.sleep(0.2)
+    time.sleep(6.5)  # long enough for one progress line
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 130, (out, err)
+    assert "[step 1] fast" in out
+    assert "... still running: step 2" in out
+    assert "Traceback" not in err
+    assert ("continue with: threadloom run cli_graphs:slow --thread s1 --input null --db c.db"
+            in err)
+    with sqlite3.connect(work / "c.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    shown = json.loads(proc("threads", "show", "s1", "--db", "c.db", cwd=work).stdout)
+    assert shown["next"] == ["slow"] and shown["values"]["done"] == ["fast"]

@@ -1,0 +1,363 @@
+"""``create_agent``: a tool-calling agent compiled into an explicit threadloom graph.
+
+```
+START -> before_run -> model -> tools -> exit_check -> after_run -> END
+                        ^    \\________________^   |
+                        |_________________________| (continue)
+```
+
+The result, an ``Agent``, *is* a ``CompiledGraph``: streaming, thread ids, interrupts,
+time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack's
+``Agent.run``), run-time options, lifecycle methods, ``clone`` and ``to_dict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, build_schemas, hook_schema
+from threadloom.agent.exit import make_rules
+from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
+from threadloom.agent.model_step import ModelStep, span
+from threadloom.agent.nodes import AgentNodes, HookRunner
+from threadloom.agent.requests import Prompts, RunOptions
+from threadloom.agent.structured import resolve_strategy
+from threadloom.agent.tool_step import ToolStep
+from threadloom.engine.compiled import CompiledGraph
+from threadloom.engine.graph import StateGraph
+from threadloom.engine.types import END, START
+from threadloom.nodes.tool_node import ToolNode
+from threadloom.tools import Tool, tool
+
+
+def create_agent(
+    model: Any,
+    tools: Sequence[Tool | Callable[..., Any]] | None = None,
+    *,
+    system_prompt: str | None = None,
+    user_prompt: str | None = None,
+    required_variables: str | Sequence[str] | None = None,
+    state_schema: Any = None,
+    response_format: Any = None,
+    exit_conditions: Sequence[str] | None = None,
+    max_agent_steps: int = 100,
+    hooks: Any = None,
+    middleware: Sequence[Any] | None = None,
+    checkpointer: Any = None,
+    name: str | None = None,
+    generation_kwargs: Mapping[str, Any] | None = None,
+    merge_system_messages: bool = False,
+    handle_tool_errors: Any = True,
+    interrupt_before: Sequence[str] | None = None,
+    interrupt_after: Sequence[str] | None = None,
+) -> Agent:
+    """Build a tool-calling agent (LangChain's ``create_agent`` + Haystack's ``Agent``).
+
+    Args:
+        model: a chat model (``ChatModel``), or a ``"provider:model"`` string for
+            ``init_chat_model``.
+        tools: ``Tool`` objects or plain functions (wrapped with ``@tool``).
+        system_prompt: Jinja2 template of the system prompt; sent first in every request,
+            never stored in the history (case H24).
+        user_prompt: Jinja2 template rendered once per run into messages appended after
+            the messages passed in (``{% message role=... %}`` blocks allowed).
+        required_variables: ``"*"`` (all template variables required), None (all
+            optional: missing ones render empty) or a list of names.
+        state_schema: extra state keys: ``{key: {"type": T, "handler": fn}}`` (Haystack),
+            or a TypedDict / pydantic class (e.g. extending ``AgentState``).
+        response_format: a pydantic model class, ``ToolStrategy(...)`` or
+            ``ProviderStrategy(...)``; the run then returns ``structured_response``.
+        exit_conditions: ``"text"`` and/or tool names (default ``["text"]``).
+        max_agent_steps: most model calls per run (exit reason ``"max_agent_steps"``).
+        hooks: ``{point: [fn, ...]}`` or ``@hook("point")`` functions; see ``HOOK_POINTS``.
+        middleware: ``AgentMiddleware`` objects; their hooks run after ``hooks``.
+        checkpointer: where threads are saved.
+        name: the agent's (graph's) name.
+        generation_kwargs: model settings (``temperature``...); run-time ones win.
+        merge_system_messages: join every system message of a request into the leading
+            one, for chat templates that reject a system message anywhere else (off: the
+            order is sent unchanged).
+        handle_tool_errors: as ``ToolNode``'s (default: a tool's exception becomes an
+            error tool message).
+        interrupt_before / interrupt_after: agent node names to pause around.
+
+    Returns:
+        An ``Agent`` (a ``CompiledGraph``).
+
+    Raises:
+        TypeError: tools (or a tool-strategy ``response_format``) for a model whose
+            ``supports_tools`` is False; a bad ``response_format``.
+        ValueError: a reserved key in ``state_schema``; a template variable that
+            collides with a state key or run argument; an unknown exit condition or
+            hook point; two tools with one name.
+    """
+    settings = {k: v for k, v in locals().items()}
+    if isinstance(model, str):
+        from threadloom.models import init_chat_model
+
+        model = init_chat_model(model)
+    tool_list = _tools(tools)
+    if tool_list and not getattr(model, "supports_tools", True):
+        raise TypeError(
+            f"model {model!r} cannot take tools (supports_tools is False) but "
+            f"{len(tool_list)} tool(s) were given; use a tool-calling model or no tools")
+    strategy = resolve_strategy(response_format, model)
+    by_name = {t.name: t for t in tool_list}
+    return_direct = [t.name for t in tool_list if t.return_direct]
+    rules = make_rules(exit_conditions, set(by_name), return_direct, max_agent_steps)
+    prompts = Prompts(system_prompt, user_prompt, required_variables)
+    schemas = build_schemas(state_schema, sorted(prompts.variables), strategy)
+    hook_map, model_wrappers, tool_wrappers = _hooks(hooks, middleware)
+    bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),
+                        schemas.reduced)
+    nodes = AgentNodes(
+        ModelStep(model, by_name, strategy, dict(generation_kwargs or {}),
+                  merge_system_messages, model_wrappers),
+        ToolStep(by_name, ToolNode(tool_list, handle_tool_errors=handle_tool_errors),
+                 strategy, tool_wrappers),
+        HookRunner(hook_map, bridge), rules, prompts, strategy, schemas.defaults,
+    )
+    builder = StateGraph(schemas.state, input_schema=schemas.state,
+                         output_schema=schemas.output)
+    builder.add_node("before_run", nodes.before_run, destinations=("model",))
+    builder.add_node("model", nodes.model, destinations=("tools", "exit_check"))
+    builder.add_node("tools", nodes.tools, destinations=("exit_check",))
+    builder.add_node("exit_check", nodes.exit_check, destinations=("model", "after_run"))
+    builder.add_node("after_run", nodes.after_run)
+    builder.add_edge(START, "before_run")
+    builder.add_edge("after_run", END)
+    return Agent(builder, settings=settings, nodes=nodes, checkpointer=checkpointer,
+                 interrupt_before=interrupt_before, interrupt_after=interrupt_after,
+                 name=name or "agent")
+
+
+def _tools(tools: Sequence[Any] | None) -> list[Tool]:
+    if tools is None:
+        return []
+    if isinstance(tools, Tool) or callable(tools):
+        raise TypeError("tools must be a list of tools or functions")
+    out = [t if isinstance(t, Tool) else tool(t) for t in tools]
+    names = [t.name for t in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"two or more tools are named {dupes}; tool names must be unique")
+    return out
+
+
+def _hooks(hooks: Any, middleware: Sequence[Any] | None) -> tuple[dict[str, list[Any]], list[Any],
+                                                                  list[Any]]:
+    hook_map = normalize_hooks(hooks)
+    if not middleware:
+        return hook_map, [], []
+    from threadloom.agent.middleware import compile_middleware
+
+    mw_hooks, model_wrappers, tool_wrappers = compile_middleware(list(middleware))
+    for point in HOOK_POINTS:
+        hook_map[point] = [*hook_map[point], *mw_hooks.get(point, [])]
+    return hook_map, list(model_wrappers), list(tool_wrappers)
+
+
+class Agent(CompiledGraph):
+    """A compiled agent graph (nodes ``before_run``, ``model``, ``tools``, ``exit_check``,
+    ``after_run``); everything a ``CompiledGraph`` does, plus the agent conveniences.
+
+    Run-time options accepted by ``invoke``/``ainvoke``/``stream``/``astream`` (as
+    keywords, or as keys of the input dict): ``tools`` (names of configured tools, or
+    ``Tool`` objects), ``generation_kwargs``, ``streaming_callback`` (called with every
+    ``AIMessageChunk``) and ``hook_context`` (given to hooks taking ``(state, context)``).
+    These are never checkpointed: pass them again when resuming a paused run. Without a ``recursion_limit``, a run may take
+    ``3 * max_agent_steps + 10`` super-steps.
+
+    Attributes:
+        config: the ``create_agent`` arguments (for ``clone`` and ``to_dict``).
+    """
+
+    def __init__(self, builder: StateGraph, *, settings: dict[str, Any], nodes: AgentNodes,
+                 checkpointer: Any, interrupt_before: Sequence[str] | None,
+                 interrupt_after: Sequence[str] | None, name: str) -> None:
+        from threadloom.engine.analysis import validate
+
+        before, after = list(interrupt_before or ()), list(interrupt_after or ())
+        validate(builder, before + after)
+        builder.compiled = True
+        super().__init__(builder, checkpointer=checkpointer, interrupt_before=frozenset(before),
+                         interrupt_after=frozenset(after), durability="sync", name=name)
+        self.config = settings
+        self.agent_nodes = nodes
+        self.model = nodes.model_step.model
+        self.tools = list(nodes.tool_step.tools.values())
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _prepare(self, input: Any, options: dict[str, Any]) -> tuple[Any, RunOptions]:
+        context = options.pop("context", None)
+        if isinstance(context, RunOptions):
+            return input, context
+        picked = {key: options.pop(key, None) for key in (
+            "hook_context", "generation_kwargs", "streaming_callback", "tools")}
+        if isinstance(input, Mapping):
+            input = dict(input)
+            for key in ("hook_context", "generation_kwargs", "streaming_callback"):
+                if key in input:
+                    value = input.pop(key)
+                    picked[key] = picked[key] if picked[key] is not None else value
+            listed = input.pop("tools", None)
+            picked["tools"] = picked["tools"] if picked["tools"] is not None else listed
+        extra: tuple[Any, ...] = ()
+        names = None
+        if picked["tools"] is not None:
+            names, extra = self._run_tools(picked["tools"])
+        return input, RunOptions(picked["hook_context"], picked["generation_kwargs"],
+                                 picked["streaming_callback"], extra, context, names)
+
+    def _run_tools(self, tools: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        configured = {t.name: t for t in self.tools}
+        names: list[str] = []
+        extra: list[Tool] = []
+        for item in tools:
+            if isinstance(item, str):
+                if item not in configured:
+                    raise ValueError(f"run-time tool {item!r} is not one of the agent's tools: "
+                                     f"{sorted(configured)}")
+                names.append(item)
+                continue
+            built = item if isinstance(item, Tool) else tool(item)
+            if configured.get(built.name) is not built:
+                extra.append(built)
+            names.append(built.name)
+        if extra and not getattr(self.model, "supports_tools", True):
+            raise TypeError(f"model {self.model!r} cannot take tools (supports_tools is False)")
+        return tuple(names), tuple(extra)
+
+    def _limit(self, config: Mapping[str, Any] | None, limit: int | None) -> int | None:
+        if limit is not None or (config and "recursion_limit" in config):
+            return limit
+        return 3 * self.agent_nodes.rules.max_steps + 10
+
+    async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None,
+                      **kwargs: Any) -> dict[str, Any]:
+        """Run the agent; see ``CompiledGraph.ainvoke`` and the class docstring for options."""
+        input, options = self._prepare(input, kwargs)
+        kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
+        attributes = {"threadloom.agent.name": self.name,
+                      "threadloom.agent.max_agent_steps": self.agent_nodes.rules.max_steps}
+        with span("threadloom.agent.run", attributes) as run_span:
+            out = await super().ainvoke(input, config, context=options, **kwargs)
+            if isinstance(out, dict):
+                _result_attributes(run_span, out)
+        return out
+
+    async def astream(self, input: Any, config: Mapping[str, Any] | None = None,
+                      **kwargs: Any) -> AsyncIterator[Any]:
+        """Stream the agent's run; see ``CompiledGraph.astream`` and the class docstring."""
+        input, options = self._prepare(input, kwargs)
+        kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
+        async for item in super().astream(input, config, context=options, **kwargs):
+            yield item
+
+    def run(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
+        """Run once and return the output dict (Haystack's ``Agent.run``).
+
+        Args:
+            messages: the new messages (a string is a user message), or None.
+            **kwargs: template variables and state keys, plus ``thread_id``, ``config``,
+                ``tools``, ``generation_kwargs``, ``streaming_callback``,
+                ``hook_context``, ``context``, ``recursion_limit``.
+
+        Returns:
+            ``messages``, ``last_message``, ``step_count``, ``token_usage``,
+            ``tool_call_counts``, ``exit_reason`` (+ ``structured_response``, user keys).
+        """
+        input, config, options = self._run_args(messages, kwargs)
+        return self.invoke(input, config, **options)
+
+    async def arun(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
+        """Async ``run``."""
+        input, config, options = self._run_args(messages, kwargs)
+        return await self.ainvoke(input, config, **options)
+
+    def _run_args(self, messages: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any,
+                                                                         dict[str, Any]]:
+        config = kwargs.pop("config", None)
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_ARGUMENTS}
+        input = {"messages": [] if messages is None else messages, **kwargs}
+        return input, config, options
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Call ``warm_up()`` on the model and tools that have one (Haystack's lifecycle)."""
+        for obj in (self.model, *self.tools):
+            method = getattr(obj, "warm_up", None)
+            if callable(method):
+                method()
+
+    async def awarm_up(self) -> None:
+        """Async ``warm_up`` (``awarm_up()`` where an object has it)."""
+        for obj in (self.model, *self.tools):
+            method = getattr(obj, "awarm_up", None) or getattr(obj, "warm_up", None)
+            result = method() if callable(method) else None
+            if hasattr(result, "__await__"):
+                await result
+
+    def close(self) -> None:
+        """Call ``close()`` on the model and tools that have one."""
+        for obj in (self.model, *self.tools):
+            method = getattr(obj, "close", None)
+            if callable(method):
+                method()
+
+    async def aclose(self) -> None:
+        """Async ``close`` (``aclose()`` where an object has it)."""
+        for obj in (self.model, *self.tools):
+            method = getattr(obj, "aclose", None) or getattr(obj, "close", None)
+            result = method() if callable(method) else None
+            if hasattr(result, "__await__"):
+                await result
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def clone(self, **overrides: Any) -> Agent:
+        """A new agent from the same ``create_agent`` arguments, with ``overrides`` applied.
+
+        Raises:
+            TypeError: an override that is not a ``create_agent`` argument.
+        """
+        unknown = sorted(set(overrides) - set(self.config))
+        if unknown:
+            raise TypeError(f"clone() got unknown argument(s) {unknown}; "
+                            f"create_agent takes {sorted(self.config)}")
+        return create_agent(**{**self.config, **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The agent's configuration as a JSON-able dict (``threadloom.agent.serialize``)."""
+        from threadloom.agent.serialize import agent_to_dict
+
+        return agent_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
+        """Rebuild an agent written by ``to_dict``."""
+        from threadloom.agent.serialize import agent_from_dict
+
+        return agent_from_dict(data)
+
+    def __repr__(self) -> str:
+        return (f"Agent(name={self.name!r}, model={self.model!r}, "
+                f"tools={[t.name for t in self.tools]})")
+
+
+def _result_attributes(run_span: Any, out: dict[str, Any]) -> None:
+    setter = getattr(run_span, "set_attributes", None)
+    if setter is None:
+        return
+    usage = out.get("token_usage") or {}
+    setter({
+        "threadloom.agent.step_count": out.get("step_count"),
+        "threadloom.agent.exit_reason": str(out.get("exit_reason")),
+        **{f"threadloom.agent.usage.{k}": v for k, v in usage.items()},
+    })
+
+
+__all__ = ["Agent", "create_agent"]

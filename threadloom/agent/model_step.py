@@ -1,0 +1,258 @@
+"""The ``model`` node's work: hooks around one model call, usage, routing.
+
+Before every call the history is repaired (``repair_tool_pairs``: every tool call has
+exactly one result, case H04) and the system prompt is put first, never stored (case
+H24). Token usage is summed from each reply's ``usage_metadata`` (one per call, whether
+the model streamed or not, case H25). ``wrap_model_call`` middleware wraps the call
+itself: the first wrapper is the outermost, as LangChain's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from threadloom.agent.agent_state import add_delta, messages_update, sum_usage
+from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS
+from threadloom.agent.requests import (
+    ModelRequest,
+    RunOptions,
+    answer_pending,
+    repair_tool_pairs,
+    request_messages,
+    run_options,
+)
+from threadloom.agent.structured import ProviderStrategy, ToolStrategy
+from threadloom.engine.runtime import Runtime, current_task
+from threadloom.engine.types import Command
+from threadloom.messages import AIMessage, BaseMessage
+
+if TYPE_CHECKING:
+    from threadloom.agent.nodes import AgentNodes
+
+Handler = Callable[[ModelRequest], Awaitable[AIMessage]]
+_SPAN: list[Any] = []
+
+
+def span(name: str, attributes: dict[str, Any]) -> Any:
+    """``threadloom.agent.tracing.agent_span(name, attributes)``, or a no-op without it."""
+    if not _SPAN:
+        try:
+            from threadloom.agent.tracing import agent_span
+        except ImportError:
+            agent_span = None
+        _SPAN.append(agent_span)
+    factory = _SPAN[0]
+    return factory(name, attributes) if factory is not None else contextlib.nullcontext()
+
+
+def chain(wrappers: Sequence[Any], base: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """Compose ``async w(request, handler)`` wrappers around ``base``; the first is outermost."""
+    handler = base
+    for wrapper in reversed(wrappers):
+        handler = _bind(wrapper, handler)
+    return handler
+
+
+def _bind(wrapper: Any, inner: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    async def call(request: Any) -> Any:
+        result = wrapper(request, inner)
+        return await result if inspect.isawaitable(result) else result
+
+    return call
+
+
+def context_tokens(message: AIMessage, history: Sequence[BaseMessage]) -> int:
+    """The context size after a call: its total tokens, else about four characters a token."""
+    usage = message.usage_metadata
+    if usage and usage.get("total_tokens"):
+        return int(usage["total_tokens"])
+    chars = sum(len(m.text) for m in history) + len(message.text)
+    return (chars + 3) // 4
+
+
+class ModelStep:
+    """Calls the chat model for the ``model`` node.
+
+    Args:
+        model: the chat model.
+        tools: ``Tool`` objects offered by default (name -> tool).
+        strategy: the structured-output strategy, or None.
+        generation_kwargs: the agent's generation settings.
+        merge_system: join system messages into the leading one (case H24).
+        wrappers: ``wrap_model_call`` middleware.
+    """
+
+    def __init__(
+        self, model: Any, tools: dict[str, Any], strategy: Any,
+        generation_kwargs: dict[str, Any], merge_system: bool, wrappers: Sequence[Any],
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.strategy = strategy
+        self.generation_kwargs = dict(generation_kwargs)
+        self.merge_system = merge_system
+        self.wrappers = list(wrappers)
+        self._wire: dict[int, tuple[Any, dict[str, Any]]] = {}
+        extra = [strategy.tool_dict()] if isinstance(strategy, ToolStrategy) else []
+        self.default_tools: list[Any] = [*tools.values(), *extra]
+        self.default_wire = [self.wire(t) for t in self.default_tools]
+        self.response_format = (
+            strategy.response_format() if isinstance(strategy, ProviderStrategy) else None)
+        self.handler = chain(self.wrappers, self._handle) if self.wrappers else None
+
+    def wire(self, t: Any) -> dict[str, Any]:
+        """The OpenAI ``tools[]`` dict of a tool (cached per tool object)."""
+        if isinstance(t, dict):
+            return t
+        hit = self._wire.get(id(t))
+        if hit is None or hit[0] is not t:
+            hit = self._wire[id(t)] = (t, t.to_openai())
+        return hit[1]
+
+    def offered(self, state: dict[str, Any], opts: RunOptions) -> list[Any]:
+        """The tools offered in this run: the run's tool names (or all), plus run-time ones."""
+        names = opts.tool_names
+        if names is None and not opts.extra_tools:
+            return self.default_tools
+        chosen = list(self.tools.values()) if names is None else [
+            t for t in [*self.tools.values(), *opts.extra_tools] if t.name in names]
+        if names is None:
+            chosen += list(opts.extra_tools)
+        if isinstance(self.strategy, ToolStrategy):
+            chosen.append(self.strategy.tool_dict())
+        return chosen
+
+    # -- the node ---------------------------------------------------------------------------
+
+    async def __call__(self, nodes: AgentNodes, state: dict[str, Any], opts: RunOptions) -> Command:
+        """The ``model`` node (see ``AgentNodes.model``)."""
+        stored = state["messages"]
+        messages, update, view = stored, {}, state
+        hooks = nodes.hooks
+        if hooks.has("before_llm"):
+            update, control, messages, view = await hooks.run(
+                "before_llm", state, messages, opts.hook_context)
+            if control.stop_run is not None or control.jump_to in ("end", "tools"):
+                return self._leave(nodes, stored, messages, update, control)
+        steps = (state.get("step_count") or 0) + update.get("step_count", 0)
+        if steps >= nodes.rules.max_steps:
+            update["exit_reason"] = MAX_STEPS
+            messages = answer_pending(messages, "the run reached max_agent_steps")
+            update["messages"] = messages_update(stored, messages)
+            return Command(update=update, goto="after_run")
+        history = repair_tool_pairs(messages)
+        system = nodes.prompts.system_text(nodes.prompts.values(view)) if (
+            nodes.prompts.system is not None) else None
+        with span("threadloom.agent.step", {"threadloom.agent.step": steps + 1}):
+            reply = await self._ask(system, history, view, opts, steps + 1)
+        messages = [*history, reply]
+        add_delta(update, "step_count", 1)
+        usage = reply.usage_metadata
+        if usage:
+            add_delta(update, "token_usage", {k: int(usage.get(k) or 0) for k in (
+                "input_tokens", "output_tokens", "total_tokens")})
+        update["context_tokens"] = context_tokens(reply, history)
+        if isinstance(self.strategy, ProviderStrategy) and _final_text(reply):
+            update["structured_response"] = self.strategy.parse(reply.text)
+        if hooks.has("after_llm"):
+            values = _after_values(view, update, steps)
+            changes, control, messages, _ = await hooks.run(
+                "after_llm", values, messages, opts.hook_context)
+            for key, value in changes.items():
+                if key in ("step_count", "token_usage", "tool_call_counts"):
+                    add_delta(update, key, value)
+                else:
+                    update[key] = value
+            if control.stop_run is not None or control.jump_to is not None:
+                return self._leave(nodes, stored, messages, update, control)
+        update["messages"] = messages_update(stored, messages)
+        last = messages[-1] if messages else None
+        wants_tools = last is not None and last.type == "ai" and bool(
+            last.tool_calls or last.invalid_tool_calls)  # type: ignore[attr-defined]
+        return Command(update=update, goto="tools" if wants_tools else "exit_check")
+
+    def _leave(self, nodes: AgentNodes, stored: list[BaseMessage], messages: list[BaseMessage],
+               update: dict[str, Any], control: Any) -> Command:
+        if control.stop_run is not None:
+            update["stop_run"] = control.stop_run
+            target, why = "exit_check", f"the run was stopped by a hook ({control.stop_run})"
+        elif control.jump_to == "end":
+            update["exit_reason"] = JUMP_END
+            target, why = "after_run", "the run was ended by a hook"
+        else:
+            target, why = control.jump_to, f"a hook jumped to {control.jump_to!r}"
+        if target != "tools":
+            messages = answer_pending(messages, why)
+        update["messages"] = messages_update(stored, messages)
+        return Command(update=update, goto=target)
+
+    async def _ask(self, system: str | None, history: list[BaseMessage], state: dict[str, Any],
+                   opts: RunOptions, step: int) -> AIMessage:
+        tools = self.offered(state, opts)
+        kwargs = self.generation_kwargs
+        if opts.generation_kwargs:
+            kwargs = {**kwargs, **opts.generation_kwargs}
+        if self.handler is None:
+            wire = self.default_wire if tools is self.default_tools else [self.wire(t) for t in tools]
+            msgs = request_messages(system, history, self.merge_system)
+            with span("threadloom.agent.step.llm", {"threadloom.agent.step": step}):
+                return await self.call(self.model, msgs, wire, None, self.response_format,
+                                       kwargs, opts)
+        task = current_task()
+        config = task.config if task is not None else {}
+        runtime = Runtime(config=config, node="model", step=task.step if task else 0,
+                          remaining_steps=task.remaining_steps if task else 0,
+                          stream_writer=lambda _: None, context=opts.user_context)
+        request = ModelRequest(
+            model=self.model, messages=history, system_prompt=system, tools=tools,
+            response_format=self.response_format, generation_kwargs=dict(kwargs), state=state,
+            config=config, runtime=runtime, merge_system_messages=self.merge_system)
+        with span("threadloom.agent.step.llm", {"threadloom.agent.step": step}):
+            return await self.handler(request)
+
+    async def _handle(self, request: ModelRequest) -> AIMessage:
+        wire = [self.wire(t) for t in request.tools]
+        return await self.call(request.model, request.request_messages(), wire,
+                               request.tool_choice, request.response_format,
+                               request.generation_kwargs, run_options())
+
+    @staticmethod
+    async def call(model: Any, messages: list[BaseMessage], tools: list[dict[str, Any]],
+                   tool_choice: Any, response_format: Any, kwargs: dict[str, Any],
+                   opts: RunOptions) -> AIMessage:
+        """One model call; with a ``streaming_callback`` the reply is streamed through it."""
+        callback = opts.streaming_callback
+        if callback is None:
+            return await model.ainvoke(messages, tools=tools or None, tool_choice=tool_choice,
+                                       response_format=response_format, **kwargs)
+        from threadloom.models.base import ChunkAccumulator
+
+        acc = ChunkAccumulator()
+        async for chunk in model.astream(messages, tools=tools or None, tool_choice=tool_choice,
+                                         response_format=response_format, **kwargs):
+            result = callback(chunk)
+            if inspect.isawaitable(result):
+                await result
+            acc.add(chunk)
+        return acc.result()
+
+
+def _final_text(reply: AIMessage) -> bool:
+    return not (reply.tool_calls or reply.invalid_tool_calls) and bool(
+        reply.text.strip()) and reply.finish_reason not in FINISH_EXITS
+
+
+def _after_values(view: dict[str, Any], update: dict[str, Any], steps: int) -> dict[str, Any]:
+    values = {**view, "step_count": steps + 1}
+    if "token_usage" in update:
+        values["token_usage"] = sum_usage(view.get("token_usage"), update["token_usage"])
+    for key in ("context_tokens", "structured_response"):
+        if key in update:
+            values[key] = update[key]
+    return values
+
+
+__all__ = ["ModelStep", "chain", "context_tokens"]

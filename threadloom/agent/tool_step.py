@@ -1,0 +1,285 @@
+"""The ``tools`` node's work: answer what cannot run, hooks, run the pending calls.
+
+Order of one tools step:
+
+1. calls that cannot run (an unknown tool name, arguments that are not a JSON object, a
+   reply cut off by the token limit) are answered at once with error tool messages the
+   model can act on (cases H14, H16, H17). ``before_tool`` / ``after_tool`` hooks and
+   ``wrap_tool_call`` middleware never see them as pending: a hook sees them already
+   answered in the history.
+2. ``before_tool`` hooks run; they may rewrite the last AI message (same id), answer a
+   call themselves (a ``ToolMessage``, e.g. "rejected by user") or ``interrupt()``.
+3. the calls of the (re-read) last AI message that still have no result run,
+   concurrently, through ``ToolNode`` (and ``wrap_tool_call`` middleware). A call of the
+   structured-output tool is validated instead of run.
+4. results are put in call order right after the AI message; ``after_tool`` hooks run.
+
+When some calls finish and another one pauses (``interrupt()`` inside a tool), the
+finished results are saved and the node runs again for the paused call only, so a
+resume never runs a finished tool twice (case H04).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from threadloom.agent.agent_state import add_delta, messages_update
+from threadloom.agent.exit import JUMP_END
+from threadloom.agent.model_step import chain
+from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending
+from threadloom.agent.structured import ToolStrategy
+from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
+from threadloom.engine.types import Command
+from threadloom.messages import AIMessage, BaseMessage, ToolMessage
+from threadloom.nodes.tool_node import ToolNode
+
+if TYPE_CHECKING:
+    from threadloom.agent.nodes import AgentNodes
+
+Outcome = tuple[list[ToolMessage], Command | None]
+
+
+def last_ai_index(messages: Sequence[BaseMessage]) -> int | None:
+    """Index of the last ``AIMessage`` in ``messages``, or None."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].type == "ai":
+            return index
+    return None
+
+
+def answered(messages: Sequence[BaseMessage], index: int) -> set[str]:
+    """Call ids answered by tool messages after ``messages[index]``."""
+    return {m.tool_call_id for m in messages[index + 1:] if m.type == "tool"}  # type: ignore[attr-defined]
+
+
+def in_call_order(messages: list[BaseMessage], index: int) -> list[BaseMessage]:
+    """Put the results of ``messages[index]``'s calls right after it, in call order."""
+    ai: Any = messages[index]
+    order = {c.get("id"): i for i, c in enumerate([*ai.tool_calls, *ai.invalid_tool_calls])}
+    tail = messages[index + 1:]
+    mine = [m for m in tail if m.type == "tool" and m.tool_call_id in order]  # type: ignore[attr-defined]
+    rest = [m for m in tail if not (m.type == "tool" and m.tool_call_id in order)]  # type: ignore[attr-defined]
+    mine.sort(key=lambda m: order[m.tool_call_id])  # type: ignore[attr-defined]
+    new_tail = mine + rest
+    if all(a is b for a, b in zip(tail, new_tail, strict=True)):
+        return messages
+    return [*messages[:index + 1], *new_tail]
+
+
+def _message_for(ai: AIMessage, calls: list[Any]) -> AIMessage:
+    if not ai.invalid_tool_calls and len(calls) == len(ai.tool_calls) and all(
+            a is b for a, b in zip(calls, ai.tool_calls, strict=True)):
+        return ai
+    return ai.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []})
+
+
+def _split(result: Any, call: dict[str, Any]) -> Outcome:
+    """A ``ToolNode`` / wrapper result as ``(tool messages for this call, Command or None)``."""
+    if isinstance(result, ToolMessage):
+        return [result], None
+    if isinstance(result, tuple):
+        found, command = result
+        return list(found), command
+    if not isinstance(result, Command):
+        raise TypeError(f"wrap_tool_call for {call.get('name')!r} returned "
+                        f"{type(result).__name__}; expected a ToolMessage or a Command")
+    update = dict(result.update) if isinstance(result.update, dict) else {}
+    mine = [m for m in update.get("messages", []) if isinstance(m, ToolMessage)
+            and m.tool_call_id == call.get("id")]
+    rest = [m for m in update.get("messages", []) if m not in mine]
+    if rest:
+        update["messages"] = rest
+    else:
+        update.pop("messages", None)
+    if not mine:
+        text = f"Tool {call.get('name')!r} updated the state (keys: {', '.join(sorted(update))})."
+        mine = [ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name"))]
+    return mine, Command(update=update or None, goto=result.goto, graph=result.graph)
+
+
+class ToolStep:
+    """Runs the ``tools`` node (see the module docstring).
+
+    Args:
+        tools: the configured tools, name -> ``Tool``.
+        tool_node: a ``ToolNode`` over all of them.
+        strategy: the structured-output strategy, or None.
+        wrappers: ``wrap_tool_call`` middleware (``async w(request, handler)``).
+    """
+
+    def __init__(self, tools: dict[str, Any], tool_node: ToolNode, strategy: Any,
+                 wrappers: Sequence[Any]) -> None:
+        self.tools = tools
+        self.node = tool_node
+        self.structured = strategy if isinstance(strategy, ToolStrategy) else None
+        self.wrappers = list(wrappers)
+        self._subsets: dict[tuple[str, ...], ToolNode] = {}
+
+    def toolset(self, state: dict[str, Any], opts: RunOptions) -> ToolNode:
+        """The ``ToolNode`` over this run's tools (the run's tool names, run-time tools)."""
+        names = opts.tool_names
+        if names is None and not opts.extra_tools:
+            return self.node
+        pool = {**self.tools, **{t.name: t for t in opts.extra_tools}}
+        chosen = [t for n, t in pool.items() if names is None or n in names]
+        errors = self.node.handle_tool_errors
+        if opts.extra_tools:
+            return ToolNode(chosen, handle_tool_errors=errors)
+        key = tuple(sorted(names))
+        node = self._subsets.get(key)
+        if node is None:
+            node = self._subsets[key] = ToolNode(chosen, handle_tool_errors=errors)
+        return node
+
+    async def __call__(self, nodes: AgentNodes, state: dict[str, Any], opts: RunOptions) -> Any:
+        """The ``tools`` node (see ``AgentNodes.tools``)."""
+        stored = state["messages"]
+        index = last_ai_index(stored)
+        if index is None:
+            return Command(goto="exit_check")
+        toolset = self.toolset(state, opts)
+        messages = await self._answer_broken(toolset, stored, index)
+        update: dict[str, Any] = {}
+        view = state
+        if nodes.hooks.has("before_tool"):
+            update, control, messages, view = await nodes.hooks.run(
+                "before_tool", state, messages, opts.hook_context)
+            target = _target(control, update, None)
+            if target is not None and target != "tools":
+                messages = answer_pending(messages, _why(control))
+                update["messages"] = messages_update(stored, messages)
+                return Command(update=update, goto=target)
+            index = last_ai_index(messages)
+            if index is None:
+                update["messages"] = messages_update(stored, messages)
+                return Command(update=update, goto="exit_check")
+        ai: Any = messages[index]
+        done = answered(messages, index)
+        pending = [c for c in ai.tool_calls if c.get("id") not in done]
+        results, commands, again = await self._run(toolset, ai, pending, view, update)
+        messages = in_call_order([*messages, *results], index)
+        target = "tools" if again else "exit_check"
+        if not again and nodes.hooks.has("after_tool"):
+            values = {**view, **{k: v for k, v in update.items() if k == "structured_response"}}
+            changes, control, messages, _ = await nodes.hooks.run(
+                "after_tool", values, messages, opts.hook_context)
+            for key, value in changes.items():
+                if key in ("step_count", "token_usage", "tool_call_counts"):
+                    add_delta(update, key, value)
+                else:
+                    update[key] = value
+            target = _target(control, update, target)
+            if target != "tools":
+                messages = answer_pending(messages, _why(control))
+        update["messages"] = messages_update(stored, messages)
+        command = Command(update=update, goto=target)
+        return [command, *commands] if commands else command
+
+    async def _answer_broken(
+        self, toolset: ToolNode, messages: list[BaseMessage], index: int
+    ) -> list[BaseMessage]:
+        ai: Any = messages[index]
+        done = answered(messages, index)
+        known = toolset.tools_by_name
+        special = self.structured.name if self.structured is not None else None
+        unknown = [c for c in ai.tool_calls
+                   if c.get("id") not in done and c["name"] not in known and c["name"] != special]
+        invalid = [c for c in ai.invalid_tool_calls if c.get("id") not in done]
+        if not unknown and not invalid:
+            return messages
+        broken = ai.model_copy(update={"tool_calls": unknown, "invalid_tool_calls": invalid})
+        results = await toolset.run_tool_calls(broken)
+        return [*messages, *(r for r in results if isinstance(r, ToolMessage))]
+
+    async def _run(
+        self, toolset: ToolNode, ai: AIMessage, pending: list[Any], view: dict[str, Any],
+        update: dict[str, Any],
+    ) -> tuple[list[ToolMessage], list[Command], bool]:
+        results: list[ToolMessage] = []
+        normal = pending
+        if self.structured is not None:
+            normal = [c for c in pending if c["name"] != self.structured.name]
+            for call in pending:
+                if call["name"] == self.structured.name:
+                    message, value = self.structured.answer(call)
+                    results.append(message)
+                    if value is not None:
+                        update["structured_response"] = value
+        if not normal:
+            return results, [], False
+        task = current_task()
+        config = task.config if task is not None else {}
+        if not self.wrappers and len(normal) == 1:
+            outcome = (await toolset.run_tool_calls(
+                _message_for(ai, normal), state=view, config=config))[0]
+            outcomes: list[Any] = [_split(outcome, normal[0])]
+        else:
+            outcomes = await self._run_each(toolset, ai, normal, view, config, task)
+        return self._collect(toolset, normal, outcomes, results, update)
+
+    async def _run_each(self, toolset: ToolNode, ai: AIMessage, calls: list[Any],
+                        view: dict[str, Any], config: dict[str, Any], task: Any) -> list[Any]:
+        async def base(request: ToolCallRequest) -> Any:
+            msg = _message_for(ai, [request.tool_call])
+            return (await toolset.run_tool_calls(msg, state=request.state,
+                                                 config=request.config))[0]
+
+        handler = chain(self.wrappers, base) if self.wrappers else base
+        runtime = Runtime(config=config, node="tools", step=task.step if task else 0,
+                          remaining_steps=task.remaining_steps if task else 0,
+                          stream_writer=lambda _: None,
+                          context=getattr(getattr(task, "context", None), "user_context", None))
+
+        async def one(call: dict[str, Any]) -> Outcome:
+            request = ToolCallRequest(tool_call=dict(call), tool=toolset.tools_by_name.get(
+                call["name"]), state=view, config=config, runtime=runtime)
+            return _split(await handler(request), call)
+
+        return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=True))
+
+    @staticmethod
+    def _collect(toolset: ToolNode, calls: list[Any], outcomes: list[Any],
+                 results: list[ToolMessage], update: dict[str, Any],
+                 ) -> tuple[list[ToolMessage], list[Command], bool]:
+        paused = [o for o in outcomes if isinstance(o, GraphInterrupt)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, GraphInterrupt):
+                raise outcome
+        finished = [(c, o) for c, o in zip(calls, outcomes, strict=True)
+                    if not isinstance(o, BaseException)]
+        if paused and not finished and not results:
+            raise GraphInterrupt([i for p in paused for i in p.interrupts])
+        commands: list[Command] = []
+        counts: dict[str, int] = {}
+        for call, (messages, command) in finished:
+            results.extend(messages)
+            if command is not None:
+                commands.append(command)
+            if call["name"] in toolset.tools_by_name:
+                counts[call["name"]] = counts.get(call["name"], 0) + 1
+        if counts:
+            add_delta(update, "tool_call_counts", counts)
+        return results, commands, bool(paused)
+
+
+def _target(control: Any, update: dict[str, Any], default: str | None) -> str | None:
+    if control.stop_run is not None:
+        update["stop_run"] = control.stop_run
+        return "exit_check"
+    if control.jump_to == "end":
+        update["exit_reason"] = JUMP_END
+        return "after_run"
+    if control.jump_to in ("model", "tools"):
+        return control.jump_to
+    return default
+
+
+def _why(control: Any) -> str:
+    if control.stop_run is not None:
+        return f"the run was stopped by a hook ({control.stop_run})"
+    return f"a hook jumped to {control.jump_to!r}"
+
+
+__all__ = ["ToolStep", "answered", "in_call_order", "last_ai_index"]

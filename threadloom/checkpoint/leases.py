@@ -1,0 +1,94 @@
+"""Thread leases with fencing tokens, shared by every ``StoredCheckpointer``.
+
+Leases: ``acquire_lease(thread_id, owner, ttl_s)`` returns a fencing token, an integer
+that grows with every acquisition of that thread. A ``put``/``put_writes`` whose config
+carries ``configurable["__lease_token"]`` is refused with ``ThreadBusyError`` unless that
+token is still the thread's current one, checked in the same transaction as the write, so
+a worker that lost its lease can never write after the new holder started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple
+
+from threadloom.engine.errors import ThreadBusyError
+
+LEASE_TOKEN_KEY = "__lease_token"
+
+
+class Lease(NamedTuple):
+    """A thread's lease row: ``owner`` is None once released."""
+
+    owner: str | None
+    token: int
+    expires_at: float
+
+
+class LeaseMixin:
+    """``acquire_lease``/``renew_lease``/``release_lease`` and the fence check of writes.
+
+    The host class provides ``_tx(write)`` yielding an object with ``get_lease`` and
+    ``put_lease`` (see ``stored.Tx``).
+    """
+
+    def _tx(self, write: bool) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+
+    def acquire_lease(self, thread_id: str, owner: str, ttl_s: float) -> int:
+        """Take the thread's lease for ``ttl_s`` seconds; returns the new fencing token.
+
+        Re-acquiring by the same ``owner`` renews it with a new token.
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease.
+        """
+        with self._tx(True) as tx:
+            lease = tx.get_lease(thread_id)
+            now = time.time()
+            if (
+                lease is not None
+                and lease.owner is not None
+                and lease.owner != owner
+                and lease.expires_at > now
+            ):
+                raise ThreadBusyError(
+                    f"thread {thread_id!r} is busy: {lease.owner!r} holds its lease for "
+                    f"{lease.expires_at - now:.1f}s more",
+                    thread_id=thread_id,
+                )
+            token = (lease.token if lease else 0) + 1
+            tx.put_lease(thread_id, Lease(owner, token, now + ttl_s))
+            return token
+
+    def renew_lease(self, thread_id: str, token: int, ttl_s: float) -> None:
+        """Extend a held lease. Raises ``ThreadBusyError`` when ``token`` is stale."""
+        with self._tx(True) as tx:
+            lease = self._current_lease(tx, thread_id, token)
+            tx.put_lease(thread_id, lease._replace(expires_at=time.time() + ttl_s))
+
+    def release_lease(self, thread_id: str, token: int) -> None:
+        """Give the lease back; a stale ``token`` is ignored (someone else holds it)."""
+        with self._tx(True) as tx:
+            lease = tx.get_lease(thread_id)
+            if lease is not None and lease.token == token and lease.owner is not None:
+                tx.put_lease(thread_id, Lease(None, token, 0.0))
+
+    def _check_fence(self, tx: Any, thread_id: str, config: Mapping[str, Any]) -> None:
+        token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
+        if token is not None:
+            self._current_lease(tx, thread_id, token)
+
+    @staticmethod
+    def _current_lease(tx: Any, thread_id: str, token: int) -> Lease:
+        lease = tx.get_lease(thread_id)
+        if lease is None or lease.owner is None or lease.token != token:
+            raise ThreadBusyError(
+                f"lease token {token!r} of thread {thread_id!r} is stale "
+                f"(current: {lease.token if lease else None!r}); another run took the thread",
+                thread_id=thread_id,
+            )
+        return lease

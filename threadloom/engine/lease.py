@@ -1,0 +1,85 @@
+"""One writer per thread: a run holds its thread's lease while it runs.
+
+Checkpointers that store outside this process (SQLite, PostgreSQL) hand out leases with
+fencing tokens (``acquire_lease``); the run puts its token in
+``config["configurable"]["__lease_token"]`` and every write it makes is checked against
+it in the write's own transaction, so a run that lost its lease (say, it stalled past the
+lease's time-to-live and another worker took the thread) can never write again. In-memory
+checkpointers need no lease: the in-process guard in ``compiled.py`` covers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from threadloom.engine.errors import ThreadBusyError
+
+if TYPE_CHECKING:
+    from threadloom.engine.scheduler import RunLoop
+
+LEASE_TTL_S = 300.0
+OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class ThreadLease:
+    """A held lease: renewed as the run goes on, released when it ends."""
+
+    def __init__(self, cp: Any, loop: RunLoop, thread_id: str, token: int) -> None:
+        self.cp = cp
+        self.loop = loop
+        self.thread_id = thread_id
+        self.token = token
+        self.renewed_at = time.monotonic()
+
+    @classmethod
+    async def acquire(cls, cp: Any, loop: RunLoop, busy_timeout: float) -> ThreadLease | None:
+        """Take the lease of ``loop``'s thread, waiting up to ``busy_timeout`` seconds.
+
+        Returns None when the checkpointer has no leases (or there is no checkpointer).
+
+        Raises:
+            ThreadBusyError: another run holds the thread past ``busy_timeout``.
+        """
+        if cp is None or getattr(cp, "inline_io", False) or not hasattr(cp, "acquire_lease"):
+            return None
+        conf = loop.config["configurable"]
+        thread_id = conf.get("thread_id")
+        if thread_id is None:
+            return None
+        deadline = time.monotonic() + busy_timeout
+        delay = 0.01
+        while True:
+            try:
+                token = await _call(loop, cp.acquire_lease, thread_id, OWNER, LEASE_TTL_S)
+                break
+            except ThreadBusyError:
+                if time.monotonic() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        conf["__lease_token"] = token
+        lease = cls(cp, loop, thread_id, token)
+        loop.lease = lease
+        return lease
+
+    async def renew_if_due(self) -> None:
+        """Extend the lease when half its time-to-live has passed."""
+        if time.monotonic() - self.renewed_at > LEASE_TTL_S / 2:
+            await _call(self.loop, self.cp.renew_lease, self.thread_id, self.token, LEASE_TTL_S)
+            self.renewed_at = time.monotonic()
+
+    async def release(self) -> None:
+        """Give the thread back (a stale token is ignored by the checkpointer)."""
+        self.loop.config["configurable"].pop("__lease_token", None)
+        await _call(self.loop, self.cp.release_lease, self.thread_id, self.token)
+
+
+async def _call(loop: RunLoop, fn: Any, *args: Any) -> Any:
+    if loop.blocking_ok:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
