@@ -8,7 +8,18 @@ from threadloom.engine.snapshot import StateSnapshot
 from threadloom.engine.types import END, START, Command, Interrupt, RetryPolicy, Send
 
 __all__ = [
-    "END", "START", "Command", "CompiledGraph", "Ephemeral", "Interrupt", "RetryPolicy",
-    "Runtime", "Send", "StateGraph", "StateSnapshot", "get_config", "get_stream_writer",
+    "END",
+    "START",
+    "Command",
+    "CompiledGraph",
+    "Ephemeral",
+    "Interrupt",
+    "RetryPolicy",
+    "Runtime",
+    "Send",
+    "StateGraph",
+    "StateSnapshot",
+    "get_config",
+    "get_stream_writer",
     "interrupt",
 ]

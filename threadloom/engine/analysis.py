@@ -172,8 +172,15 @@ class DrawableGraph:
         nx.draw_networkx_labels(g, pos, ax=ax, font_size=8)
         nx.draw_networkx_edges(g, pos, edgelist=solid, ax=ax, arrows=True, node_size=2600)
         nx.draw_networkx_edges(
-            g, pos, edgelist=dotted, ax=ax, style="dashed", arrows=True, node_size=2600,
-            connectionstyle="arc3,rad=0.2", edge_color="#777",
+            g,
+            pos,
+            edgelist=dotted,
+            ax=ax,
+            style="dashed",
+            arrows=True,
+            node_size=2600,
+            connectionstyle="arc3,rad=0.2",
+            edge_color="#777",
         )
         ax.set_title(self.name)
         ax.axis("off")

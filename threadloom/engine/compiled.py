@@ -88,8 +88,10 @@ class CompiledGraph:
         self.durability = durability
         self.specs = dict(builder.specs)
         self.message_keys = frozenset(
-            k for k, spec in self.specs.items()
-            if getattr(spec.reducer, "__name__", "") == "add_messages")
+            k
+            for k, spec in self.specs.items()
+            if getattr(spec.reducer, "__name__", "") == "add_messages"
+        )
         self.ephemeral_keys = tuple(k for k, spec in self.specs.items() if spec.ephemeral)
         self.nodes = dict(builder.nodes)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
@@ -111,8 +113,9 @@ class CompiledGraph:
         self._register_types()
 
     def _register_types(self) -> None:
-        register = getattr(getattr(self.checkpointer, "codec", None), "register_from_annotation",
-                           None)
+        register = getattr(
+            getattr(self.checkpointer, "codec", None), "register_from_annotation", None
+        )
         if register is None:
             return
         for spec in self.specs.values():
@@ -227,10 +230,19 @@ class CompiledGraph:
             ThreadBusyError, or what a node raised (with a note naming node and step).
         """
         if stream_mode != "values":
-            chunks = [c async for c in self.astream(
-                input, config, stream_mode=stream_mode, thread_id=thread_id,
-                recursion_limit=recursion_limit, durability=durability, context=context,
-                _blocking_ok=_blocking_ok)]
+            chunks = [
+                c
+                async for c in self.astream(
+                    input,
+                    config,
+                    stream_mode=stream_mode,
+                    thread_id=thread_id,
+                    recursion_limit=recursion_limit,
+                    durability=durability,
+                    context=context,
+                    _blocking_ok=_blocking_ok,
+                )
+            ]
             return chunks  # type: ignore[return-value]
         cfg = self._config(config, thread_id, recursion_limit)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
@@ -240,11 +252,15 @@ class CompiledGraph:
             out["__interrupt__"] = list(loop.interrupts)
         return out
 
-    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def invoke(
+        self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Sync ``ainvoke``; same arguments and result."""
         return run_sync(self.ainvoke(input, config, _blocking_ok=True, **kwargs))
 
-    def stream(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
+    def stream(
+        self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
         """Sync ``astream``; same arguments. Breaking out of the loop cancels the run."""
         if not _in_running_loop():
             yield from self._stream_private(input, config, kwargs)
@@ -296,23 +312,32 @@ class CompiledGraph:
             stop.set()
 
     async def abatch(
-        self, inputs: Sequence[Any], config: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        self,
+        inputs: Sequence[Any],
+        config: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Run several inputs concurrently; ``config`` is one for all or one per input."""
         configs = list(config) if isinstance(config, Sequence) else [config] * len(inputs)
         if len(configs) != len(inputs):
             raise ValueError(f"abatch got {len(inputs)} inputs but {len(configs)} configs")
-        return list(await asyncio.gather(
-            *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs, strict=True))))
+        return list(
+            await asyncio.gather(
+                *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs, strict=True))
+            )
+        )
 
-    def batch(self, inputs: Sequence[Any], config: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+    def batch(
+        self, inputs: Sequence[Any], config: Any = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """Sync ``abatch``."""
         return run_sync(self.abatch(inputs, config, **kwargs))
 
     # -- state -------------------------------------------------------------------------
 
-    def get_state(self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None) -> StateSnapshot:
+    def get_state(
+        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
+    ) -> StateSnapshot:
         """The state of a thread at its latest (or the named) checkpoint.
 
         Raises:
@@ -320,13 +345,19 @@ class CompiledGraph:
         """
         return run_sync(self.aget_state(config, thread_id=thread_id))
 
-    async def aget_state(self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None) -> StateSnapshot:
+    async def aget_state(
+        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
+    ) -> StateSnapshot:
         """Async ``get_state``."""
         return await snapshot(self, self._config(config, thread_id, None), self._need_cp())
 
     def get_state_history(
-        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None,
-        filter: Mapping[str, Any] | None = None, before: Mapping[str, Any] | None = None,  # noqa: A002
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,  # noqa: A002
         limit: int | None = None,
     ) -> Iterator[StateSnapshot]:
         """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
@@ -334,7 +365,10 @@ class CompiledGraph:
         return iter(run_sync(history(self, cfg, self._need_cp(), filter, before, limit)))
 
     def update_state(
-        self, config: Mapping[str, Any], values: Any, as_node: str | None = None,
+        self,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None = None,
     ) -> dict[str, Any]:
         """Write ``values`` into a thread as if node ``as_node`` had returned them.
 
@@ -346,7 +380,9 @@ class CompiledGraph:
         """
         return run_sync(self.aupdate_state(config, values, as_node))
 
-    async def aupdate_state(self, config: Mapping[str, Any], values: Any, as_node: str | None = None) -> dict[str, Any]:
+    async def aupdate_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
         """Async ``update_state``."""
         if as_node is not None and as_node not in self.nodes and as_node not in (START, END):
             raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
@@ -365,14 +401,24 @@ class CompiledGraph:
         return self.checkpointer
 
     def _loop(
-        self, cfg: dict[str, Any], sink: StreamSink | None, modes: frozenset[str],
-        durability: Durability | None, context: Any, blocking_ok: bool,
+        self,
+        cfg: dict[str, Any],
+        sink: StreamSink | None,
+        modes: frozenset[str],
+        durability: Durability | None,
+        context: Any,
+        blocking_ok: bool,
     ) -> RunLoop:
         return RunLoop(
-            self, cfg, checkpointer=self.checkpointer,
-            emit=sink.bind(()) if sink is not None else None, modes=modes,
-            durability=durability or self.durability, blocking_ok=blocking_ok,
-            context=context, sink=sink,
+            self,
+            cfg,
+            checkpointer=self.checkpointer,
+            emit=sink.bind(()) if sink is not None else None,
+            modes=modes,
+            durability=durability or self.durability,
+            blocking_ok=blocking_ok,
+            context=context,
+            sink=sink,
         )
 
     @contextlib.asynccontextmanager
@@ -395,8 +441,11 @@ class _Claim:
 
     def __init__(self, cp: Any, cfg: dict[str, Any]) -> None:
         conf = cfg.get("configurable") or {}
-        self.key = (id(cp), str(conf.get("thread_id")), conf.get("checkpoint_ns", "")) if (
-            cp is not None and "thread_id" in conf) else None
+        self.key = (
+            (id(cp), str(conf.get("thread_id")), conf.get("checkpoint_ns", ""))
+            if (cp is not None and "thread_id" in conf)
+            else None
+        )
 
     def __enter__(self) -> None:
         if self.key is None:

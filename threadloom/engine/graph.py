@@ -185,9 +185,7 @@ class StateGraph:
             action = node
             node = getattr(action, "name", None) or getattr(action, "__name__", None) or ""
             if not isinstance(node, str) or not node or node == "<lambda>":
-                raise GraphBuildError(
-                    f"cannot name the node {action!r}: pass add_node('name', fn)"
-                )
+                raise GraphBuildError(f"cannot name the node {action!r}: pass add_node('name', fn)")
         name = node
         if not isinstance(name, str):
             raise GraphBuildError(f"node name must be a string, got {type(name).__name__}")
@@ -230,8 +228,13 @@ class StateGraph:
             build = state_builder(input_schema)
         if subgraph is not None:
             return NodeSpec(
-                name, action, True, retry=retry, subgraph=subgraph,
-                destinations=tuple(destinations or ()), metadata=dict(metadata or {}),
+                name,
+                action,
+                True,
+                retry=retry,
+                subgraph=subgraph,
+                destinations=tuple(destinations or ()),
+                metadata=dict(metadata or {}),
             )
         if not callable(action):
             raise GraphBuildError(f"node {name!r}: {action!r} is not callable")
@@ -251,7 +254,9 @@ class StateGraph:
             metadata=dict(metadata or {}),
         )
 
-    def add_sequence(self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]) -> StateGraph:
+    def add_sequence(
+        self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]
+    ) -> StateGraph:
         """Add nodes joined one after the other by edges (as LangGraph's ``add_sequence``).
 
         Args:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import SCHEDULED, CheckpointTuple, SPECIAL_WRITE_CHANNELS
+from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
 from threadloom.engine.channels import MISSING
 from threadloom.engine.errors import InvalidRouteError
 from threadloom.engine.tasks import TaskResult
@@ -117,7 +117,9 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                             f"conditional edge after node {src!r} returned {target!r} at "
                             f"super-step {loop.step}, which is not a key of its path_map "
                             f"{sorted(map(str, branch.path_map))}",
-                            node=src, target=target, step=loop.step,
+                            node=src,
+                            target=target,
+                            step=loop.step,
                         )
                     target = branch.path_map[target]
                 _add_target(loop, src, target, names, sends)
@@ -135,7 +137,9 @@ def _as_list(chosen: Any, src: str, step: int) -> list[Any]:
         raise InvalidRouteError(
             f"conditional edge after node {src!r} returned None at super-step {step}; "
             "return a node name, a list of names, Send packets or END",
-            node=src, target=None, step=step,
+            node=src,
+            target=None,
+            step=step,
         )
     return [chosen]
 
@@ -149,7 +153,9 @@ def _add_target(
             raise InvalidRouteError(
                 f"node {src!r} sent a packet to unknown node {target.node!r} at super-step "
                 f"{loop.step}; known nodes: {sorted(nodes)}",
-                node=src, target=target.node, step=loop.step,
+                node=src,
+                target=target.node,
+                step=loop.step,
             )
         sends.append(target)
         return
@@ -159,6 +165,8 @@ def _add_target(
         raise InvalidRouteError(
             f"node {src!r} routed to unknown node {target!r} at super-step {loop.step}; "
             f"known nodes: {sorted(nodes)}",
-            node=src, target=target, step=loop.step,
+            node=src,
+            target=target,
+            step=loop.step,
         )
     names[target] = None

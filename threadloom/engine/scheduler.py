@@ -26,7 +26,15 @@ from threadloom.engine.channels import MISSING, Channel
 from threadloom.engine.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved, saved_next
 from threadloom.engine.runtime import Emit, GraphInterrupt
-from threadloom.engine.tasks import ParentCommand, Task, TaskResult, make_tasks, run_task, task_id, writes_of
+from threadloom.engine.tasks import (
+    ParentCommand,
+    Task,
+    TaskResult,
+    make_tasks,
+    run_task,
+    task_id,
+    writes_of,
+)
 from threadloom.engine.types import START, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
@@ -119,7 +127,9 @@ class RunLoop:
                     f"recursion limit of {limit} super-steps reached without hitting END "
                     f"(at step {self.step + 1}, next nodes {list(names)}). Raise it with "
                     f"config={{'recursion_limit': N}} or make the graph stop earlier.",
-                    limit=limit, step=self.step + 1, nodes=names,
+                    limit=limit,
+                    step=self.step + 1,
+                    nodes=names,
                 )
             self.step += 1
             tasks = make_tasks(self, planned, remaining=limit - steps_done, resume=resume)
@@ -191,16 +201,17 @@ class RunLoop:
             if w.channel == RESUME:
                 previous[w.task_id] = list(w.value)
             elif w.channel == INTERRUPT:
-                pending[w.task_id] = [Interrupt(*i) if not isinstance(i, Interrupt) else i
-                                      for i in w.value]
-        for task_id, interrupts in pending.items():
+                pending[w.task_id] = [
+                    Interrupt(*i) if not isinstance(i, Interrupt) else i for i in w.value
+                ]
+        for tid, interrupts in pending.items():
             value = cmd.resume
             if isinstance(value, Mapping) and any(i.id in value for i in interrupts):
                 matched = [value[i.id] for i in interrupts if i.id in value]
                 if not matched:
                     continue
                 value = matched[0]
-            resume[task_id] = previous.get(task_id, []) + [value]
+            resume[tid] = previous.get(tid, []) + [value]
         if cmd.update is not None or cmd.goto:
             planned = planned.with_command(self, cmd)
         return planned, resume
@@ -294,13 +305,13 @@ class RunLoop:
         await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:
-        if self.cp is None or self.durability == "exit" or isinstance(
-            exc, asyncio.CancelledError
-        ):
+        if self.cp is None or self.durability == "exit" or isinstance(exc, asyncio.CancelledError):
             return
         text = f"{type(exc).__name__}: {exc}"
         try:
-            await self._cp_call("put_writes", self.checkpoint_config, [("__error__", text)], task.id)
+            await self._cp_call(
+                "put_writes", self.checkpoint_config, [("__error__", text)], task.id
+            )
         except Exception as save_exc:  # the original error matters more
             exc.add_note(f"(the error could not be recorded in the checkpoint: {save_exc})")
 
@@ -370,8 +381,9 @@ class RunLoop:
         metadata = {
             "source": source,
             "step": self.step,
-            "writes": {t.name: sorted({k for k, _ in (t.result.writes if t.result else [])})
-                       for t in tasks},
+            "writes": {
+                t.name: sorted({k for k, _ in (t.result.writes if t.result else [])}) for t in tasks
+            },
             "parents": {},
         }
         new_versions = {k: self.versions[k] for k in updated}
@@ -390,8 +402,10 @@ class RunLoop:
         else:
             await self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))
         if "checkpoints" in self.modes and self.emit is not None:
-            self.emit("checkpoints", {"id": checkpoint["id"], "metadata": metadata,
-                                      "next": planned.node_names()})
+            self.emit(
+                "checkpoints",
+                {"id": checkpoint["id"], "metadata": metadata, "next": planned.node_names()},
+            )
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
         config = await self._cp_call("put", *args)
@@ -448,5 +462,7 @@ class RunLoop:
             raise InvalidUpdateError(
                 f"node {node!r} wrote key {key!r}, which is not in the state schema "
                 f"(keys: {sorted(self.channels)}) at super-step {self.step}",
-                field=key, nodes=(node,), step=self.step,
+                field=key,
+                nodes=(node,),
+                step=self.step,
             )

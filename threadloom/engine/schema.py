@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-
-import typing_extensions
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+import typing_extensions
 
 from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
 from threadloom.engine.errors import GraphBuildError
@@ -102,7 +102,9 @@ def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict
     try:
         hints = get_type_hints(schema, localns=dict(localns or {}), include_extras=True)
     except Exception as exc:
-        raise GraphBuildError(f"cannot read the type hints of {schema.__qualname__}: {exc}") from exc
+        raise GraphBuildError(
+            f"cannot read the type hints of {schema.__qualname__}: {exc}"
+        ) from exc
     defaults = _field_defaults(schema, kind)
     specs: dict[str, ChannelSpec] = {}
     for key, hint in hints.items():

@@ -92,7 +92,9 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     )
 
 
-async def snapshot(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer) -> StateSnapshot:
+async def snapshot(
+    graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer
+) -> StateSnapshot:
     """The snapshot ``cfg`` names (latest checkpoint of its thread by default)."""
     saved = await _call(cp, "get_tuple", cfg)
     if saved is None:
@@ -101,12 +103,18 @@ async def snapshot(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpoint
 
 
 async def history(
-    graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer,
-    filter: Mapping[str, Any] | None, before: Mapping[str, Any] | None, limit: int | None,  # noqa: A002
+    graph: CompiledGraph,
+    cfg: dict[str, Any],
+    cp: BaseCheckpointer,
+    filter: Mapping[str, Any] | None,
+    before: Mapping[str, Any] | None,
+    limit: int | None,  # noqa: A002
 ) -> list[StateSnapshot]:
     """Every snapshot of a thread (and namespace), newest first."""
-    cfg = {**cfg, "configurable": {k: v for k, v in cfg["configurable"].items()
-                                   if k != "checkpoint_id"}}
+    cfg = {
+        **cfg,
+        "configurable": {k: v for k, v in cfg["configurable"].items() if k != "checkpoint_id"},
+    }
     if getattr(cp, "inline_io", False):
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:
@@ -115,14 +123,24 @@ async def history(
 
 
 async def update_state(
-    graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer, values: Any,
+    graph: CompiledGraph,
+    cfg: dict[str, Any],
+    cp: BaseCheckpointer,
+    values: Any,
     as_node: str | None,
 ) -> dict[str, Any]:
     """Apply ``values`` as ``as_node``'s writes and save a new checkpoint; see ``update_state``."""
     from threadloom.engine.scheduler import RunLoop
 
-    loop = RunLoop(graph, cfg, checkpointer=cp, emit=None, modes=frozenset(),
-                   durability="sync", blocking_ok=False)
+    loop = RunLoop(
+        graph,
+        cfg,
+        checkpointer=cp,
+        emit=None,
+        modes=frozenset(),
+        durability="sync",
+        blocking_ok=False,
+    )
     loop._unsaved_exit = None  # noqa: SLF001
     saved = await _call(cp, "get_tuple", cfg)
     forked = bool(cfg["configurable"].get("checkpoint_id"))

@@ -40,9 +40,16 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
         checkpointer = None
     emit = parent.sink.bind(namespace) if parent.sink is not None else None
     loop = RunLoop(
-        child, config, checkpointer=checkpointer, emit=emit, modes=parent.modes,
-        durability=parent.durability, blocking_ok=parent.blocking_ok,
-        context=parent.context, namespace=namespace, sink=parent.sink,
+        child,
+        config,
+        checkpointer=checkpointer,
+        emit=emit,
+        modes=parent.modes,
+        durability=parent.durability,
+        blocking_ok=parent.blocking_ok,
+        context=parent.context,
+        namespace=namespace,
+        sink=parent.sink,
     )
     if task.resume:
         child_input: Any = Command(resume=task.resume[-1])

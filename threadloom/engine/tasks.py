@@ -133,16 +133,29 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if node is None:
         raise RuntimeError("virtual task cannot run")
     ctx = TaskContext(
-        node=task.name, step=loop.step, task_id=task.id, config=loop.config, emit=loop.emit,
-        modes=loop.modes, remaining_steps=task.remaining, namespace=loop.namespace,
-        resume=list(task.resume or ()), context=loop.context,
+        node=task.name,
+        step=loop.step,
+        task_id=task.id,
+        config=loop.config,
+        emit=loop.emit,
+        modes=loop.modes,
+        remaining_steps=task.remaining,
+        namespace=loop.namespace,
+        resume=list(task.resume or ()),
+        context=loop.context,
         streamed_ids=set() if "messages" in loop.modes else None,
     )
     attempt = 0
     debug = loop.emit is not None and "debug" in loop.modes
     if debug:
-        loop.emit("debug", {"type": "task", "step": loop.step, "payload": {
-            "id": task.id, "name": task.name, "input": task.input}})
+        loop.emit(
+            "debug",
+            {
+                "type": "task",
+                "step": loop.step,
+                "payload": {"id": task.id, "name": task.name, "input": task.input},
+            },
+        )
     while True:
         attempt += 1
         ctx.interrupt_index = 0
@@ -156,8 +169,14 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
             if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
                 add_node_note(exc, task.name, loop.step)
                 if debug:
-                    loop.emit("debug", {"type": "task_result", "step": loop.step, "payload": {
-                        "id": task.id, "name": task.name, "error": repr(exc)}})
+                    loop.emit(
+                        "debug",
+                        {
+                            "type": "task_result",
+                            "step": loop.step,
+                            "payload": {"id": task.id, "name": task.name, "error": repr(exc)},
+                        },
+                    )
                 raise
             await asyncio.sleep(policy.interval(attempt))
     writes, goto = writes_of(loop.graph, task.name, result, loop.step)
@@ -165,8 +184,14 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if ctx.streamed_ids is not None and loop.emit is not None:
         _emit_unstreamed_messages(loop, ctx, writes)
     if debug:
-        loop.emit("debug", {"type": "task_result", "step": loop.step, "payload": {
-            "id": task.id, "name": task.name, "result": out.update_view()}})
+        loop.emit(
+            "debug",
+            {
+                "type": "task_result",
+                "step": loop.step,
+                "payload": {"id": task.id, "name": task.name, "result": out.update_view()},
+            },
+        )
     return out
 
 
@@ -179,8 +204,11 @@ async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> 
             return await run_subgraph(loop, task, ctx)
         finally:
             _TASK.reset(token)
-    kwargs = _node_kwargs(node, ctx) if (
-        node.wants_config or node.wants_runtime or node.wants_writer) else None
+    kwargs = (
+        _node_kwargs(node, ctx)
+        if (node.wants_config or node.wants_runtime or node.wants_writer)
+        else None
+    )
     token = _TASK.set(ctx)
     try:
         if node.is_async:
@@ -212,14 +240,19 @@ def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
         kwargs["writer"] = writer or _noop
     if node.wants_runtime:
         kwargs["runtime"] = Runtime(
-            config=ctx.config, node=ctx.node, step=ctx.step,
-            remaining_steps=ctx.remaining_steps, stream_writer=writer or _noop,
+            config=ctx.config,
+            node=ctx.node,
+            step=ctx.step,
+            remaining_steps=ctx.remaining_steps,
+            stream_writer=writer or _noop,
             context=ctx.context,
         )
     return kwargs
 
 
-def _emit_unstreamed_messages(loop: RunLoop, ctx: TaskContext, writes: list[tuple[str, Any]]) -> None:
+def _emit_unstreamed_messages(
+    loop: RunLoop, ctx: TaskContext, writes: list[tuple[str, Any]]
+) -> None:
     from threadloom.engine.runtime import message_metadata
 
     seen = ctx.streamed_ids or set()
@@ -251,8 +284,13 @@ def writes_of(
 
 
 def _collect(
-    graph: CompiledGraph, node: str, result: Any, step: int,
-    writes: list[tuple[str, Any]], goto: list[str | Send], input_mode: bool,
+    graph: CompiledGraph,
+    node: str,
+    result: Any,
+    step: int,
+    writes: list[tuple[str, Any]],
+    goto: list[str | Send],
+    input_mode: bool,
 ) -> None:
     if result is None:
         return
@@ -263,8 +301,11 @@ def _collect(
             raise ParentCommand(result)
         if result.update is not None:
             update = result.update
-            items = update.items() if isinstance(update, Mapping) else (
-                update if isinstance(update, list | tuple) else None)
+            items = (
+                update.items()
+                if isinstance(update, Mapping)
+                else (update if isinstance(update, list | tuple) else None)
+            )
             if items is None:
                 obj = update_from_object(update)
                 if obj is None:
@@ -272,8 +313,10 @@ def _collect(
                 items = obj.items()
             _add_update(graph, node, items, step, writes, input_mode)
         goto.extend(result.goto_list())
-    elif isinstance(result, list | tuple) and not input_mode and all(
-        isinstance(r, Mapping | Command) for r in result
+    elif (
+        isinstance(result, list | tuple)
+        and not input_mode
+        and all(isinstance(r, Mapping | Command) for r in result)
     ):
         for item in result:
             _collect(graph, node, item, step, writes, goto, input_mode)
@@ -289,7 +332,8 @@ def _bad_return(node: str, value: Any, step: int, what: str) -> InvalidUpdateErr
     return InvalidUpdateError(
         f"{who} gave {type(value).__name__} {_short(value)} as its {what} at super-step "
         f"{step}; expected a dict of state updates, a Command or None",
-        nodes=(node,), step=step,
+        nodes=(node,),
+        step=step,
     )
 
 
@@ -299,8 +343,12 @@ def _short(value: Any) -> str:
 
 
 def _add_update(
-    graph: CompiledGraph, node: str, items: Any, step: int,
-    writes: list[tuple[str, Any]], input_mode: bool,
+    graph: CompiledGraph,
+    node: str,
+    items: Any,
+    step: int,
+    writes: list[tuple[str, Any]],
+    input_mode: bool,
 ) -> None:
     specs = graph.specs
     input_keys = graph.input_keys
@@ -312,7 +360,9 @@ def _add_update(
             raise InvalidUpdateError(
                 f"{who} wrote key {key!r}, which is not in the state schema "
                 f"(keys: {sorted(specs)}) at super-step {step}",
-                field=key, nodes=(node,), step=step,
+                field=key,
+                nodes=(node,),
+                step=step,
             )
         if input_mode and key not in input_keys:
             continue
@@ -328,7 +378,9 @@ def _refuse_remove_markers(key: str, value: Any, node: str, step: int) -> None:
                 f"node {node!r} wrote a RemoveMessage to state key {key!r} at super-step "
                 f"{step}, but RemoveMessage needs the add_messages reducer: annotate the key "
                 f"as Annotated[list[AnyMessage], add_messages]",
-                field=key, nodes=(node,), step=step,
+                field=key,
+                nodes=(node,),
+                step=step,
             )
 
 

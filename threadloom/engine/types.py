@@ -85,8 +85,17 @@ def _default_retry_on(exc: BaseException) -> bool:
     # Programming errors are not worth retrying; everything else is (as LangGraph's default).
     return not isinstance(
         exc,
-        ValueError | TypeError | ArithmeticError | ImportError | LookupError | NameError
-        | SyntaxError | RuntimeError | ReferenceError | StopIteration | StopAsyncIteration
+        ValueError
+        | TypeError
+        | ArithmeticError
+        | ImportError
+        | LookupError
+        | NameError
+        | SyntaxError
+        | RuntimeError
+        | ReferenceError
+        | StopIteration
+        | StopAsyncIteration
         | OSError,
     ) or isinstance(exc, ConnectionError | TimeoutError)
 
@@ -109,9 +118,9 @@ class RetryPolicy:
     backoff_factor: float = 2.0
     max_interval: float = 128.0
     jitter: bool = True
-    retry_on: type[BaseException] | tuple[type[BaseException], ...] | Callable[
-        [BaseException], bool
-    ] = field(default=_default_retry_on)
+    retry_on: (
+        type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+    ) = field(default=_default_retry_on)
 
     def should_retry(self, exc: BaseException) -> bool:
         """Whether ``exc`` is one this policy retries."""
