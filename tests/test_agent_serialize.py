@@ -201,3 +201,18 @@ def test_types_round_trip(tp):
 def test_unsupported_types_are_refused():
     with pytest.raises(SerializationError):
         type_to_data(Annotated[list, merge_lists])
+
+
+def test_each_path_must_name_the_right_kind_of_object():
+    data = agent_to_dict(_agent(ScriptedChatModel(["x"])))
+    params = data["init_parameters"]
+    wrong = {**params, "model": {"type": "threadloom.checkpoint.memory:InMemoryCheckpointer",
+                                 "init_parameters": {}}}
+    with pytest.raises(SecurityError, match="is not a chat model class"):
+        agent_from_dict({**data, "init_parameters": wrong}, allowed_modules=HERE)
+    wrong = {**params, "hooks": {"before_llm": [f"{__name__}:Answer"]}}
+    with pytest.raises(SecurityError, match="is not a function"):
+        agent_from_dict({**data, "init_parameters": wrong}, allowed_modules=HERE)
+    wrong = {**params, "middleware": [f"{__name__}:count_llm_calls"]}
+    with pytest.raises(SecurityError, match="is not an AgentMiddleware"):
+        agent_from_dict({**data, "init_parameters": wrong}, allowed_modules=HERE)

@@ -22,6 +22,7 @@ from threadloom.agent.tracing import (
     is_secret_name,
     safe_attributes,
     set_content_tracing,
+    set_tracer_provider,
 )
 
 CANARY = "sk-CANARY-5f1e0c2d9b"
@@ -30,13 +31,15 @@ CONTENT = "CONTENT-CANARY-question"
 
 @pytest.fixture(scope="module")
 def exporter():
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):  # set once per process, as OTel requires
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
+    # A provider for threadloom only: OTel's global provider can be set once per process,
+    # and other tests (benchmarks) should not pay for recording spans.
+    provider = TracerProvider()
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    return memory
+    set_tracer_provider(provider)
+    yield memory
+    set_tracer_provider(None)
+    provider.shutdown()
 
 
 @pytest.fixture
@@ -125,8 +128,10 @@ def test_a_failing_span_records_the_error_type_not_its_message(spans):
 
 
 def test_agent_span_is_a_no_op_without_a_tracer_provider(monkeypatch, spans):
+    monkeypatch.setattr(tracing, "_provider", None)
     monkeypatch.setattr(tracing._otel_trace, "get_tracer_provider",
                         lambda: trace.ProxyTracerProvider())
+    assert not tracing.tracing_active()
     with agent_span(SPAN_RUN, {"step_count": 1}) as span:
         span.set_attributes({"x": 1})
         assert not span.recording

@@ -237,14 +237,12 @@ def test_ctrl_c_leaves_the_thread_resumable(work):
         [sys.executable, "-m", "threadloom.cli", "run", "cli_graphs:slow", "-t", "s1",
          "--db", "c.db"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # wait until "fast" is checkpointed and "slow" runs
-        if (work / "c.db").exists() and b"fast" in (work / "c.db").read_bytes():
-            break
-        time.sleep(0.2)
-    time.sleep(6.5)  # long enough for one progress line
+    seen = [child.stdout.readline() for _ in range(3)]  # header, step 1, its update
+    assert seen[1] == "[step 1] fast\n", seen
+    time.sleep(6.5)  # "slow" sleeps 30 s; long enough for one progress line
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=30)
+    out = "".join(seen) + out
     assert child.returncode == 130, (out, err)
     assert "[step 1] fast" in out
     assert "... still running: step 2" in out

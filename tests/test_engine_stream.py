@@ -62,6 +62,20 @@ def test_debug_mode_reports_task_start_and_result():
     assert events[1]["payload"]["result"] == {"n": 2, "log": ["inc"]}
 
 
+def test_debug_and_checkpoints_modes_report_saved_checkpoints(memory_checkpointer):
+    app = two_step()
+    app.checkpointer = memory_checkpointer
+    events = list(app.stream({"n": 1}, thread_id="dbg", stream_mode=["debug", "checkpoints"]))
+    saved = [p for mode, p in events if mode == "checkpoints"]
+    assert [c["metadata"]["source"] for c in saved] == ["input", "loop", "loop"]
+    assert saved[-1]["values"] == {"n": 2, "log": ["inc", "again"]}
+    debug_types = [p["type"] for mode, p in events if mode == "debug"]
+    assert debug_types.count("checkpoint") == 3 and debug_types.count("task") == 2
+    ids = {h.config["configurable"]["checkpoint_id"]
+           for h in app.get_state_history(thread_id="dbg")}
+    assert {c["id"] for c in saved} == ids
+
+
 def test_unknown_stream_mode_is_refused():
     with pytest.raises(ValueError, match="unknown stream mode"):
         list(two_step().stream({"n": 1}, stream_mode="everything"))

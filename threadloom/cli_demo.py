@@ -131,9 +131,8 @@ def _drive(agent: Any, thread: str, value: Any, approve: bool | None, db_flag: s
             return
         decision = _decision(approve, pending)
         if decision is None:
-            click.echo(f"thread {thread} is waiting for a human approval. Answer it with:\n"
-                       f"  threadloom resume {thread} --approve{db_flag}\n"
-                       f"  threadloom resume {thread} --reject \"reason\"{db_flag}")
+            click.echo(f"thread {thread} is waiting for a human approval (stdin is not a "
+                       "terminal, so it was not asked here)")
             return
         click.echo(f"answer: {dumps(decision, indent=None)}")
         value = Command(resume=decision)
@@ -146,15 +145,18 @@ def _summary(agent: Any, data: DemoData, thread: str, db_flag: str) -> None:
     counts = values.get("tool_call_counts") or {}
     tools = ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
     click.echo("--- summary ---")
-    click.echo(f"exit reason: {values.get('exit_reason')} | steps: {values.get('step_count')} | "
+    reason = "(paused for approval)" if state.interrupts else values.get("exit_reason")
+    click.echo(f"exit reason: {reason} | steps: {values.get('step_count')} | "
                f"tokens: in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)}"
                f" / total {usage.get('total_tokens', 0)}")
     click.echo(f"tool calls: {tools}")
     click.echo(f"audit log: {len(data.audit_rows(thread))} entries for this thread")
     click.echo(f"thread: {thread}")
     if state.interrupts:
-        click.echo(f"waiting for approval: threadloom resume {thread} --approve{db_flag}")
-    click.echo(f"resume it: threadloom demo --resume {thread}{db_flag} \"next question\"")
+        click.echo(f"answer it: threadloom resume {thread} --approve{db_flag}  (or --reject "
+                   "\"reason\")")
+    else:
+        click.echo(f"resume it: threadloom demo --resume {thread}{db_flag} \"next question\"")
     click.echo(f"history:   threadloom threads history {thread} --db {data.path}")
 
 

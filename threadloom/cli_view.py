@@ -52,6 +52,8 @@ class RunView:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._pending: dict[str, Any] = {}
+        self._open: str | None = None
+        self._shown: set[str | None] = set()
 
     # -- output helpers -----------------------------------------------------------------
 
@@ -124,6 +126,11 @@ class RunView:
         elif mode == "custom":
             self.line(f"custom: {dumps(chunk, indent=None)}")
 
+    def _header(self, node: str) -> None:
+        self.steps += 1
+        self._open = node
+        self.line(f"[step {self.steps}] {node}")
+
     def _on_updates(self, chunk: dict[str, Any]) -> None:
         self._flush_pending()
         for node, update in chunk.items():
@@ -133,17 +140,22 @@ class RunView:
                     value = dumps(getattr(item, "value", item), indent=None)
                     self.line(f"[paused] interrupt: {_short(value, 400)}")
                 continue
-            self.steps += 1
+            if node != self._open:  # not yet announced by its streamed messages
+                self._header(node)
+            self._open = None
             self.current = ""
-            self.line(f"[step {self.steps}] {node}")
             if self.show == "updates" and update:
                 self.line(f"  update: {_short(dumps(update, indent=None), 400)}")
 
     def _on_message(self, message: Any, meta: dict[str, Any]) -> None:
         node = meta.get("node")
+        if node and node != self._open:
+            self._flush_pending()
+            self._header(str(node))
         self.current = f" ({node})" if node else self.current
         kind = getattr(message, "type", "")
         if kind == "AIMessageChunk":
+            self._shown.add(message.id)
             if message.text:
                 self.tokens += 1
                 self._write(message.text)
@@ -152,6 +164,9 @@ class RunView:
                 self._pending[message.id] = message if previous is None else previous + message
             return
         self._flush_pending()
+        if message.id is not None and message.id in self._shown:
+            return  # already streamed, or the same message written again under another key
+        self._shown.add(message.id)
         if kind == "ai":
             if message.text:
                 self.line(message.text)

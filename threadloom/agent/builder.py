@@ -19,7 +19,7 @@ from typing import Any
 from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, build_schemas, hook_schema
 from threadloom.agent.exit import make_rules
 from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
-from threadloom.agent.model_step import ModelStep, span
+from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
 from threadloom.agent.structured import resolve_strategy
@@ -208,8 +208,11 @@ class Agent(CompiledGraph):
         names = None
         if picked["tools"] is not None:
             names, extra = self._run_tools(picked["tools"])
-        return input, RunOptions(picked["hook_context"], picked["generation_kwargs"],
-                                 picked["streaming_callback"], extra, context, names)
+        return input, RunOptions(
+            hook_context=picked["hook_context"], generation_kwargs=picked["generation_kwargs"],
+            streaming_callback=picked["streaming_callback"], extra_tools=extra,
+            user_context=context, tool_names=names, trace=tracing_active(),
+            inline=bool(options.get("_blocking_ok")))
 
     def _run_tools(self, tools: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         configured = {t.name: t for t in self.tools}
@@ -240,9 +243,13 @@ class Agent(CompiledGraph):
         """Run the agent; see ``CompiledGraph.ainvoke`` and the class docstring for options."""
         input, options = self._prepare(input, kwargs)
         kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
+        if not options.trace:
+            return await super().ainvoke(input, config, context=options, **kwargs)
+        rules = self.agent_nodes.rules
         attributes = {"threadloom.agent.name": self.name,
-                      "threadloom.agent.max_agent_steps": self.agent_nodes.rules.max_steps}
-        with span("threadloom.agent.run", attributes) as run_span:
+                      "threadloom.agent.max_agent_steps": rules.max_steps,
+                      "threadloom.agent.exit_conditions": rules.names}
+        with span("threadloom.agent.run", attributes, config=config) as run_span:
             out = await super().ainvoke(input, config, context=options, **kwargs)
             if isinstance(out, dict):
                 _result_attributes(run_span, out)
@@ -352,12 +359,9 @@ def _result_attributes(run_span: Any, out: dict[str, Any]) -> None:
     setter = getattr(run_span, "set_attributes", None)
     if setter is None:
         return
-    usage = out.get("token_usage") or {}
-    setter({
-        "threadloom.agent.step_count": out.get("step_count"),
-        "threadloom.agent.exit_reason": str(out.get("exit_reason")),
-        **{f"threadloom.agent.usage.{k}": v for k, v in usage.items()},
-    })
+    setter({"threadloom.agent.step_count": out.get("step_count"),
+            "threadloom.agent.exit_reason": str(out.get("exit_reason"))})
+    usage_attributes(run_span, out.get("token_usage"))
 
 
 __all__ = ["Agent", "create_agent"]

@@ -35,11 +35,13 @@ class ExitRules:
         tools: tool names that end the run when one of their calls succeeds
             (``exit_conditions`` names plus ``return_direct`` tools).
         max_steps: ``max_agent_steps``.
+        names: the conditions as given (for traces).
     """
 
     text: bool
     tools: frozenset[str]
     max_steps: int
+    names: tuple[str, ...] = ()
 
 
 def make_rules(
@@ -65,7 +67,7 @@ def make_rules(
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_agent_steps must be a positive int, got {max_steps!r}")
     tools = frozenset(c for c in conditions if c != TEXT) | frozenset(return_direct)
-    return ExitRules(TEXT in conditions, tools, max_steps)
+    return ExitRules(TEXT in conditions, tools, max_steps, tuple(conditions))
 
 
 def reply_exit(message: AIMessage, rules: ExitRules) -> str | None:

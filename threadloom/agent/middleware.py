@@ -10,19 +10,18 @@ unused hook costs nothing. Every method may be sync or ``async``.
 Ordering follows LangChain: ``before_*`` hooks run in list order, ``after_*`` hooks in
 reverse list order, and the first middleware's wrapper is the outermost.
 
-Ready-made middleware lives in ``threadloom.agent.middleware_library`` and is
-re-exported here.
+Ready-made middleware lives in ``threadloom.agent.middleware_library`` and
+``compile_middleware`` (the seam the agent core calls) in
+``threadloom.agent.middleware_compile``; both are re-exported here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from threadloom.agent.hooks import HOOK_POINTS
 from threadloom.agent.state import State
 from threadloom.engine.errors import ThreadloomError
 
@@ -37,7 +36,6 @@ NODE_HOOKS = {
 }
 """Middleware hook name -> agent hook point."""
 
-_REVERSED_POINTS = ("after_llm", "after_run")
 _JUMP_ATTR = "__can_jump_to__"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -219,134 +217,6 @@ class AgentMiddleware:
         return f"<middleware {self.name}>"
 
 
-def _impl(mw: AgentMiddleware, name: str) -> Callable[..., Any] | None:
-    """The bound method implementing ``name`` when the subclass overrides it, else None."""
-    cls = type(mw)
-    if getattr(cls, "a" + name, None) is not None:
-        return getattr(mw, "a" + name)
-    if getattr(cls, name) is not getattr(AgentMiddleware, name):
-        return getattr(mw, name)
-    return None
-
-
-def _make_hook(mw: AgentMiddleware, hook: str, impl: Callable[..., Any]) -> Callable[..., Any]:
-    allowed = getattr(impl, _JUMP_ATTR, None)
-    allowed = _check_targets(mw.can_jump_to if allowed is None else allowed, mw.name)
-    label = f"{mw.name}.{hook}"
-
-    async def run(state: State, context: Any = None) -> dict[str, Any] | None:
-        result = impl(StateView(state), _runtime(context))
-        if inspect.isawaitable(result):
-            result = await result
-        return _checked_update(result, mw.name, hook, allowed)
-
-    run.__qualname__ = run.__name__ = label
-    return run
-
-
-def _runtime(hook_context: Any) -> MiddlewareRuntime:
-    from threadloom.engine.runtime import current_task
-
-    task = current_task()
-    if task is None:
-        return MiddlewareRuntime(hook_context, {}, hook_context)
-    context = task.context if task.context is not None else hook_context
-    return MiddlewareRuntime(context, task.config, hook_context)
-
-
-def _checked_update(
-    result: Any, name: str, hook: str, allowed: tuple[str, ...]
-) -> dict[str, Any] | None:
-    if result is None:
-        return None
-    if not isinstance(result, Mapping):
-        raise TypeError(f"middleware {name!r} {hook} returned {type(result).__name__}; "
-                        "return None or a dict of state updates")
-    target = result.get("jump_to")
-    if target is not None and target not in allowed:
-        raise MiddlewareJumpError(name, hook, target, allowed)
-    return dict(result)
-
-
-def _make_wrapper(impl: Callable[..., Any], label: str) -> ModelWrapper:
-    if inspect.iscoroutinefunction(impl):
-        async def wrapper(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-            return await impl(request, handler)
-    else:
-        async def wrapper(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-            loop = asyncio.get_running_loop()
-
-            async def call(req: Any) -> Any:
-                return await handler(req)
-
-            def sync_handler(req: Any) -> Any:
-                # The worker thread's context (a copy of the node's) travels with the
-                # scheduled coroutine, so the handler still sees the running task.
-                return asyncio.run_coroutine_threadsafe(call(req), loop).result()
-
-            result = await asyncio.to_thread(impl, request, sync_handler)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-
-    wrapper.__qualname__ = wrapper.__name__ = label
-    return wrapper
-
-
-def compile_middleware(
-    middleware: Sequence[AgentMiddleware] | None,
-) -> tuple[dict[str, list[Callable[..., Any]]], list[ModelWrapper], list[ToolWrapper]]:
-    """Turn middleware objects into agent hooks and call wrappers.
-
-    Args:
-        middleware: ``AgentMiddleware`` instances (classes or decorated functions), in the
-            order given to ``create_agent(middleware=[...])``.
-
-    Returns:
-        ``(hooks, model_wrappers, tool_wrappers)``: ``hooks`` has every name of
-        ``HOOK_POINTS`` as a key, each a list of ``async fn(state, context)`` returning
-        None or a dict of updates (``after_llm``/``after_run`` in reverse middleware order);
-        the wrappers are ``async w(request, handler)``, outermost first.
-
-    Raises:
-        TypeError: an entry that is not an ``AgentMiddleware`` (a class instead of an
-            instance is named as such).
-        ValueError: two middleware with the same name, or an unknown jump target.
-    """
-    hooks: dict[str, list[Callable[..., Any]]] = {point: [] for point in HOOK_POINTS}
-    model_wrappers: list[ModelWrapper] = []
-    tool_wrappers: list[ToolWrapper] = []
-    seen: set[str] = set()
-    for mw in middleware or ():
-        _check_middleware(mw, seen)
-        for hook, point in NODE_HOOKS.items():
-            impl = _impl(mw, hook)
-            if impl is not None:
-                hooks[point].append(_make_hook(mw, hook, impl))
-        impl = _impl(mw, "wrap_model_call")
-        if impl is not None:
-            model_wrappers.append(_make_wrapper(impl, f"{mw.name}.wrap_model_call"))
-        impl = _impl(mw, "wrap_tool_call")
-        if impl is not None:
-            tool_wrappers.append(_make_wrapper(impl, f"{mw.name}.wrap_tool_call"))
-    for point in _REVERSED_POINTS:
-        hooks[point].reverse()
-    return hooks, model_wrappers, tool_wrappers
-
-
-def _check_middleware(mw: Any, seen: set[str]) -> None:
-    if isinstance(mw, type) and issubclass(mw, AgentMiddleware):
-        raise TypeError(f"middleware {mw.__name__} is a class; pass an instance: "
-                        f"{mw.__name__}()")
-    if not isinstance(mw, AgentMiddleware):
-        raise TypeError(f"middleware entries must be AgentMiddleware instances (a class or "
-                        f"a function decorated with @before_model etc.), got {mw!r}")
-    if mw.name in seen:
-        raise ValueError(f"two middleware are named {mw.name!r}; each may appear once "
-                         "(give decorated functions distinct names or name=...)")
-    seen.add(mw.name)
-
-
 def _positional_count(fn: Callable[..., Any]) -> int:
     params = inspect.signature(fn).parameters.values()
     if any(p.kind is p.VAR_POSITIONAL for p in params):
@@ -381,6 +251,20 @@ def _from_function(
     return instance
 
 
+_DECORATOR_DOC = """Make a middleware whose ``{hook}`` is the function, as LangChain's ``@{hook}``.
+
+    Usable bare (``@{hook}``) or with keyword arguments: name: the middleware's name
+    (default: the function's name){jump}.
+    The function (sync or async) takes {args}.
+
+    Returns:
+        An ``AgentMiddleware`` instance, or a decorator when called without a function.
+
+    Raises:
+        ValueError: an unknown jump target. TypeError: not a function.
+    """
+
+
 def _decorator(hook: str, jumps: bool) -> Callable[..., Any]:
     def decorator(
         func: Callable[..., Any] | None = None, *, can_jump_to: Iterable[str] | None = None,
@@ -393,17 +277,9 @@ def _decorator(hook: str, jumps: bool) -> Callable[..., Any]:
         return lambda fn: _from_function(hook, fn, can_jump_to, name)
 
     decorator.__name__ = decorator.__qualname__ = hook
-    decorator.__doc__ = (
-        f"Turn a function into a middleware whose ``{hook}`` it is, as LangChain's "
-        f"``@{hook}``.\n\n    Usable bare (``@{hook}``) or with arguments (``@{hook}(name=...)``"
-        + (", ``can_jump_to=[...]``" if jumps else "") + ").\n\n"
-        "    Args:\n        func: the function (sync or async)"
-        + (": ``(state)`` or ``(state, runtime)`` returning None or a dict of updates.\n"
-           if jumps else ": ``(request, handler)``.\n")
-        + ("        can_jump_to: targets it may set as ``jump_to`` (model, tools, end).\n"
-           if jumps else "")
-        + "        name: the middleware's name (default: the function's name).\n\n"
-        "    Returns:\n        An ``AgentMiddleware`` instance (or a decorator, without func).\n")
+    decorator.__doc__ = _DECORATOR_DOC.format(
+        hook=hook, args="(state) or (state, runtime)" if jumps else "(request, handler)",
+        jump="; can_jump_to: targets it may jump to" if jumps else "")
     return decorator
 
 
@@ -415,6 +291,7 @@ wrap_model_call = _decorator("wrap_model_call", jumps=False)
 wrap_tool_call = _decorator("wrap_tool_call", jumps=False)
 
 if TYPE_CHECKING:
+    from threadloom.agent.middleware_compile import compile_middleware
     from threadloom.agent.middleware_library import (
         ModelCallCacheMiddleware,
         ModelFallbackMiddleware,
@@ -422,17 +299,21 @@ if TYPE_CHECKING:
         ToolRetryMiddleware,
     )
 
-_LIBRARY = ("ModelCallCacheMiddleware", "ModelFallbackMiddleware", "ModelRetryMiddleware",
-            "ToolRetryMiddleware")
+_LAZY = {
+    "compile_middleware": "middleware_compile",
+    **dict.fromkeys(("ModelCallCacheMiddleware", "ModelFallbackMiddleware",
+                     "ModelRetryMiddleware", "ToolRetryMiddleware"), "middleware_library"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Ready-made middleware is re-exported lazily: middleware_library imports this module.
-    if name in _LIBRARY:
-        from threadloom.agent import middleware_library
+    # Re-exported lazily: those modules import this one.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(middleware_library, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"threadloom.agent.{module}"), name)
 
 
 __all__ = [

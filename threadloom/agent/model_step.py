@@ -33,19 +33,38 @@ if TYPE_CHECKING:
     from threadloom.agent.nodes import AgentNodes
 
 Handler = Callable[[ModelRequest], Awaitable[AIMessage]]
-_SPAN: list[Any] = []
+_TRACING: list[Any] = []
+_NO_SPAN = contextlib.nullcontext()
 
 
-def span(name: str, attributes: dict[str, Any]) -> Any:
-    """``threadloom.agent.tracing.agent_span(name, attributes)``, or a no-op without it."""
-    if not _SPAN:
+def _tracing() -> Any:
+    if not _TRACING:
         try:
-            from threadloom.agent.tracing import agent_span
+            from threadloom.agent import tracing
         except ImportError:
-            agent_span = None
-        _SPAN.append(agent_span)
-    factory = _SPAN[0]
-    return factory(name, attributes) if factory is not None else contextlib.nullcontext()
+            tracing = None
+        _TRACING.append(tracing)
+    return _TRACING[0]
+
+
+def tracing_active() -> bool:
+    """Whether agent spans are recorded (``threadloom.agent.tracing.tracing_active``)."""
+    module = _tracing()
+    return module is not None and bool(module.tracing_active())
+
+
+def span(name: str, attributes: dict[str, Any], active: bool = True, **kwargs: Any) -> Any:
+    """``threadloom.agent.tracing.agent_span(name, attributes)``; a no-op when not ``active``."""
+    module = _tracing() if active else None
+    return module.agent_span(name, attributes, **kwargs) if module is not None else _NO_SPAN
+
+
+def usage_attributes(target: Any, usage: Any) -> None:
+    """Write token usage to a span (``threadloom.agent.usage.*``)."""
+    setter = getattr(target, "set_attributes", None)
+    if setter is not None and usage:
+        setter({f"threadloom.agent.usage.{k}": v for k, v in dict(usage).items()
+                if isinstance(v, int)})
 
 
 def chain(wrappers: Sequence[Any], base: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
@@ -146,8 +165,11 @@ class ModelStep:
         history = repair_tool_pairs(messages)
         system = nodes.prompts.system_text(nodes.prompts.values(view)) if (
             nodes.prompts.system is not None) else None
-        with span("threadloom.agent.step", {"threadloom.agent.step": steps + 1}):
+        attributes = {"threadloom.agent.step": steps + 1,
+                      "threadloom.agent.exit_conditions": nodes.rules.names}
+        with span("threadloom.agent.step", attributes, opts.trace) as step_span:
             reply = await self._ask(system, history, view, opts, steps + 1)
+            usage_attributes(step_span, reply.usage_metadata)
         messages = [*history, reply]
         add_delta(update, "step_count", 1)
         usage = reply.usage_metadata
@@ -198,9 +220,12 @@ class ModelStep:
         if self.handler is None:
             wire = self.default_wire if tools is self.default_tools else [self.wire(t) for t in tools]
             msgs = request_messages(system, history, self.merge_system)
-            with span("threadloom.agent.step.llm", {"threadloom.agent.step": step}):
-                return await self.call(self.model, msgs, wire, None, self.response_format,
-                                       kwargs, opts)
+            with span("threadloom.agent.step.llm", {"threadloom.agent.step": step},
+                      opts.trace) as llm_span:
+                reply = await self.call(self.model, msgs, wire, None, self.response_format,
+                                        kwargs, opts)
+                usage_attributes(llm_span, reply.usage_metadata)
+                return reply
         task = current_task()
         config = task.config if task is not None else {}
         runtime = Runtime(config=config, node="model", step=task.step if task else 0,
@@ -210,8 +235,11 @@ class ModelStep:
             model=self.model, messages=history, system_prompt=system, tools=tools,
             response_format=self.response_format, generation_kwargs=dict(kwargs), state=state,
             config=config, runtime=runtime, merge_system_messages=self.merge_system)
-        with span("threadloom.agent.step.llm", {"threadloom.agent.step": step}):
-            return await self.handler(request)
+        with span("threadloom.agent.step.llm", {"threadloom.agent.step": step},
+                  opts.trace) as llm_span:
+            reply = await self.handler(request)
+            usage_attributes(llm_span, reply.usage_metadata)
+            return reply
 
     async def _handle(self, request: ModelRequest) -> AIMessage:
         wire = [self.wire(t) for t in request.tools]
@@ -255,4 +283,5 @@ def _after_values(view: dict[str, Any], update: dict[str, Any], steps: int) -> d
     return values
 
 
-__all__ = ["ModelStep", "chain", "context_tokens"]
+__all__ = ["ModelStep", "chain", "context_tokens", "span", "tracing_active",
+           "usage_attributes"]

@@ -23,119 +23,74 @@ The checkpointer is a live resource, not configuration: it is not written; pass
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import os
-import sys
-import types
-import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from threadloom.agent.hooks import normalize_hooks
+from threadloom.agent.serialize_refs import (
+    import_path,
+    load_path,
+    type_from_data,
+    type_to_data,
+)
 from threadloom.agent.state import default_handler
 from threadloom.engine.errors import SecurityError, SerializationError
 from threadloom.messages import AIMessage, message_from_dict, message_to_dict
 
 FORMAT_VERSION = 1
 AGENT_TYPE = "threadloom.agent:Agent"
-_ALWAYS_ALLOWED = ("threadloom",)
-_TYPE_MODULES = ("builtins", "typing", "datetime", "decimal", "uuid")
 _SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential")
 _OPENAI_FIELDS = ("model", "base_url", "organization", "timeout", "max_retries",
                   "empty_content", "merge_system_messages", "tool_calling", "default_headers",
                   "include_reasoning", "streaming")
 
 
-# -- import paths --------------------------------------------------------------------------
-def import_path(obj: Any, what: str) -> str:
-    """``"module:qualname"`` of a module-level object, checked to import back to ``obj``.
-
-    Raises:
-        SerializationError: ``obj`` is a lambda, a local or otherwise not importable.
-    """
-    target = getattr(obj, "__wrapped__", None) or obj
-    if hasattr(obj, "func") and hasattr(obj, "coroutine"):  # a Tool: its function's place
-        target = obj.func or obj.coroutine
-    module = getattr(target, "__module__", None)
-    qualname = getattr(target, "__qualname__", None)
-    if not module or not qualname or "<" in qualname:
-        raise SerializationError(
-            f"cannot serialize {what} {obj!r}: only module-level functions, classes and "
-            "@tool objects can be written by import path (no lambdas or local functions)")
-    path = f"{module}:{qualname}"
-    try:
-        found = _resolve(module, qualname)
-    except (ImportError, AttributeError) as exc:
-        raise SerializationError(f"cannot serialize {what} {obj!r}: {path} does not import "
-                                 f"({exc})") from exc
-    if found is not obj:
-        raise SerializationError(
-            f"cannot serialize {what} {obj!r}: {path} names a different object; define it "
-            "at module level under its own name")
-    return path
-
-
-def _resolve(module: str, qualname: str) -> Any:
-    obj: Any = sys.modules.get(module) or importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
+# -- what each path may name ---------------------------------------------------------------
+def _load(path: Any, allowed: Iterable[str], what: str, ok: Callable[[Any], bool],
+          expected: str) -> Any:
+    """``load_path``, then refuse an object of the wrong kind (a config naming, say, a
+    checkpointer class as its "model" must not get it constructed)."""
+    obj = load_path(path, allowed, what)
+    if not ok(obj):
+        raise SecurityError(f"{what}: {path!r} is not {expected}")
     return obj
 
 
-def _allowed(module: str, prefixes: Iterable[str]) -> bool:
-    for prefix in prefixes:
-        base = prefix.rstrip(".")
-        if base and (module == base or module.startswith(base + ".")):
-            return True
-    return False
+def _is_class(obj: Any) -> bool:
+    return isinstance(obj, type)
 
 
-def load_path(path: Any, allowed_modules: Iterable[str], what: str, *,
-              extra: Iterable[str] = ()) -> Any:
-    """Import the object at ``"module:qualname"`` if its module is allowed.
-
-    Args:
-        path: the import path.
-        allowed_modules: module prefixes the caller allows (``threadloom`` always is).
-        what: what the path is for, in error messages.
-        extra: more allowed prefixes for this lookup (e.g. ``builtins`` for types).
-
-    Raises:
-        SecurityError: the module, or the module the object was defined in, is not allowed,
-            or the path follows a private name.
-        SerializationError: a malformed path, or one that does not import.
-    """
-    if not isinstance(path, str) or path.count(":") != 1:
-        raise SerializationError(f"{what}: expected an import path 'module:name', got {path!r}")
-    module, qualname = path.split(":")
-    prefixes = (*_ALWAYS_ALLOWED, *allowed_modules, *extra)
-    if not module or not qualname or any(p.startswith("_") for p in qualname.split(".")):
-        raise SecurityError(f"{what}: import path {path!r} is malformed or names a private "
-                            "attribute")
-    if not _allowed(module, prefixes):
-        raise SecurityError(
-            f"{what}: module {module!r} is not allowed; loading imports only modules under "
-            f"{', '.join(prefixes)} (pass allowed_modules=[...] to allow more)")
-    try:
-        obj = _resolve(module, qualname)
-    except (ImportError, AttributeError) as exc:
-        raise SerializationError(f"{what}: cannot import {path!r}: {exc}") from exc
-    origin = _origin_module(obj)
-    if origin is not None and not _allowed(origin, prefixes):
-        raise SecurityError(f"{what}: {path!r} is {origin}.{qualname.split('.')[-1]}, defined "
-                            f"in a module that is not allowed")
-    return obj
+def _is_function(obj: Any) -> bool:
+    return inspect.isfunction(obj) or inspect.ismethod(obj)
 
 
-def _origin_module(obj: Any) -> str | None:
-    if hasattr(obj, "func") and hasattr(obj, "coroutine"):
-        obj = obj.func or obj.coroutine
-    if not isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType) and \
-            not hasattr(obj, "__qualname__"):
-        obj = type(obj)
-    return getattr(obj, "__module__", None)
+def _is_tool(obj: Any) -> bool:
+    from threadloom.tools import Tool
+
+    return isinstance(obj, Tool) or _is_function(obj)
+
+
+def _is_model_class(obj: Any) -> bool:
+    from threadloom.models.base import BaseChatModel
+
+    return isinstance(obj, type) and (issubclass(obj, BaseChatModel)
+                                      or callable(getattr(obj, "from_dict", None)))
+
+
+def _is_middleware(obj: Any) -> bool:
+    from threadloom.agent.middleware import AgentMiddleware
+
+    return isinstance(obj, AgentMiddleware)
+
+
+def _is_middleware_class(obj: Any) -> bool:
+    from threadloom.agent.middleware import AgentMiddleware
+
+    return isinstance(obj, type) and issubclass(obj, AgentMiddleware)
 
 
 # -- secrets -------------------------------------------------------------------------------
@@ -229,7 +184,8 @@ def model_from_dict(data: Mapping[str, Any], allowed_modules: Iterable[str]) -> 
     """
     from threadloom.models.scripted import ScriptedChatModel
 
-    cls = load_path(data.get("type"), allowed_modules, "model")
+    cls = _load(data.get("type"), allowed_modules, "model", _is_model_class,
+                "a chat model class (BaseChatModel, or a class with from_dict)")
     params = {k: _from_env(v, k) for k, v in dict(data.get("init_parameters") or {}).items()}
     if callable(getattr(cls, "from_dict", None)):
         return cls.from_dict(dict(data))
@@ -249,48 +205,7 @@ def _from_env(value: Any, key: str) -> Any:
     return value
 
 
-# -- types and state schemas --------------------------------------------------------------
-def type_to_data(tp: Any) -> Any:
-    """A type as data: ``"module:Name"``, or ``{"origin": ..., "args": [...]}`` for
-    generics such as ``list[int]`` or ``int | None``; ``None`` for ``NoneType``/``Any``
-    is written as its path.
-
-    Raises:
-        SerializationError: a type that is neither a class nor a supported generic.
-    """
-    if tp is None or tp is type(None):
-        return "builtins:NoneType"
-    if tp is typing.Any:
-        return "typing:Any"
-    origin = typing.get_origin(tp)
-    if origin is not None:
-        if origin is types.UnionType:
-            origin = typing.Union
-        if origin is typing.Literal:
-            raise SerializationError(f"cannot serialize the type {tp!r} (Literal)")
-        origin_path = "typing:Union" if origin is typing.Union else type_to_data(origin)
-        return {"origin": origin_path, "args": [type_to_data(a) for a in typing.get_args(tp)]}
-    if isinstance(tp, type):
-        if tp.__module__ == "builtins":
-            return f"builtins:{tp.__qualname__}"
-        return import_path(tp, "type")
-    raise SerializationError(f"cannot serialize the type {tp!r}")
-
-
-def type_from_data(data: Any, allowed_modules: Iterable[str]) -> Any:
-    """Inverse of ``type_to_data`` (builtins/typing/datetime/decimal/uuid always allowed)."""
-    if data == "builtins:NoneType":
-        return type(None)
-    if isinstance(data, Mapping):
-        origin = type_from_data(data.get("origin"), allowed_modules)
-        args = tuple(type_from_data(a, allowed_modules) for a in data.get("args", []))
-        return origin[args] if args else origin
-    found = load_path(data, allowed_modules, "type", extra=_TYPE_MODULES)
-    if not (isinstance(found, type) or found is typing.Any or found is typing.Union):
-        raise SecurityError(f"type {data!r} is not a class")
-    return found
-
-
+# -- state schemas ------------------------------------------------------------------------
 def schema_to_data(schema: Any) -> Any:
     """A ``state_schema`` as data: a class by path, a dict entry by entry."""
     if schema is None:
@@ -310,13 +225,16 @@ def schema_to_data(schema: Any) -> Any:
 
 def schema_from_data(data: Any, allowed_modules: Iterable[str]) -> Any:
     """Inverse of ``schema_to_data``."""
-    if data is None or isinstance(data, str):
-        return None if data is None else load_path(data, allowed_modules, "state_schema")
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return _load(data, allowed_modules, "state_schema", _is_class, "a class")
     result = {}
     for key, item in data.items():
         entry = {"type": type_from_data(item["type"], allowed_modules)}
         if item.get("handler") is not None:
-            entry["handler"] = load_path(item["handler"], allowed_modules, f"handler {key!r}")
+            entry["handler"] = _load(item["handler"], allowed_modules, f"handler {key!r}",
+                                     _is_function, "a function")
         result[key] = entry
     return result
 
@@ -340,8 +258,6 @@ def _middleware_to_data(mw: Any) -> str | dict[str, Any]:
 
 
 def _init_takes_no_args(cls: type) -> bool:
-    import inspect
-
     params = list(inspect.signature(cls).parameters.values())
     return all(p.default is not p.empty or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
                for p in params)
@@ -349,8 +265,9 @@ def _init_takes_no_args(cls: type) -> bool:
 
 def _middleware_from_data(item: Any, allowed: Iterable[str]) -> Any:
     if isinstance(item, str):
-        return load_path(item, allowed, "middleware")
-    cls = load_path(item.get("type"), allowed, "middleware")
+        return _load(item, allowed, "middleware", _is_middleware, "an AgentMiddleware")
+    cls = _load(item.get("type"), allowed, "middleware", _is_middleware_class,
+                "an AgentMiddleware class")
     if "init_parameters" in item or callable(getattr(cls, "from_dict", None)):
         return cls.from_dict(dict(item))
     return cls()
@@ -426,10 +343,11 @@ def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] =
         "required_variables": p.get("required_variables"),
         "state_schema": schema_from_data(p.get("state_schema"), allowed),
         "response_format": fmt if fmt is None or isinstance(fmt, Mapping)
-        else load_path(fmt, allowed, "response_format"),
+        else _load(fmt, allowed, "response_format", _is_class, "a class"),
         "exit_conditions": p.get("exit_conditions") or ["text"],
         "max_agent_steps": p.get("max_agent_steps", 100),
-        "hooks": {pt: [load_path(h, allowed, f"{pt} hook") for h in hs]
+        "hooks": {pt: [_load(h, allowed, f"{pt} hook", _is_function, "a function")
+                       for h in hs]
                   for pt, hs in (p.get("hooks") or {}).items()} or None,
         "middleware": [_middleware_from_data(m, allowed) for m in p.get("middleware") or ()]
         or None,
@@ -439,7 +357,8 @@ def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] =
     model = overrides.pop("model", None) or model_from_dict(p["model"], allowed)
     tools = overrides.pop("tools", None)
     if tools is None:
-        tools = [load_path(t, allowed, "tool") for t in p.get("tools") or ()]
+        tools = [_load(t, allowed, "tool", _is_tool, "a Tool or a function")
+                 for t in p.get("tools") or ()]
     kwargs.update(overrides)
     return create_agent(model, tools, **kwargs)
 

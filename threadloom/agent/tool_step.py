@@ -22,6 +22,7 @@ resume never runs a finished tool twice (case H04).
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
 from threadloom.engine.types import Command
 from threadloom.messages import AIMessage, BaseMessage, ToolMessage
 from threadloom.nodes.tool_node import ToolNode
+from threadloom.tools import Tool
 
 if TYPE_CHECKING:
     from threadloom.agent.nodes import AgentNodes
@@ -99,6 +101,25 @@ def _split(result: Any, call: dict[str, Any]) -> Outcome:
     return mine, Command(update=update or None, goto=result.goto, graph=result.graph)
 
 
+class _InlineTool(Tool):
+    """A sync tool run on the calling thread (see ``RunOptions.inline``), not a worker."""
+
+    async def arun_validated(self, validated: Any, *, state: Any = None,
+                             tool_call_id: str | None = None, config: dict[str, Any] | None = None,
+                             idempotency_key: str | None = None) -> Any:
+        return self.invoke(validated.model_dump(by_alias=True), state=state,
+                           tool_call_id=tool_call_id, config=config,
+                           idempotency_key=idempotency_key)
+
+
+def _inline(t: Tool) -> Tool:
+    if t.coroutine is not None or t.func is None or type(t) is not Tool:
+        return t
+    clone = copy.copy(t)
+    clone.__class__ = _InlineTool
+    return clone
+
+
 class ToolStep:
     """Runs the ``tools`` node (see the module docstring).
 
@@ -116,6 +137,8 @@ class ToolStep:
         self.structured = strategy if isinstance(strategy, ToolStrategy) else None
         self.wrappers = list(wrappers)
         self._subsets: dict[tuple[str, ...], ToolNode] = {}
+        self.inline_node = ToolNode([_inline(t) for t in tools.values()],
+                                    handle_tool_errors=tool_node.handle_tool_errors)
 
     def toolset(self, state: dict[str, Any], opts: RunOptions) -> ToolNode:
         """The ``ToolNode`` over this run's tools (the run's tool names, run-time tools)."""
@@ -158,7 +181,7 @@ class ToolStep:
         ai: Any = messages[index]
         done = answered(messages, index)
         pending = [c for c in ai.tool_calls if c.get("id") not in done]
-        results, commands, again = await self._run(toolset, ai, pending, view, update)
+        results, commands, again = await self._run(toolset, ai, pending, view, update, opts)
         messages = in_call_order([*messages, *results], index)
         target = "tools" if again else "exit_check"
         if not again and nodes.hooks.has("after_tool"):
@@ -195,7 +218,7 @@ class ToolStep:
 
     async def _run(
         self, toolset: ToolNode, ai: AIMessage, pending: list[Any], view: dict[str, Any],
-        update: dict[str, Any],
+        update: dict[str, Any], opts: RunOptions,
     ) -> tuple[list[ToolMessage], list[Command], bool]:
         results: list[ToolMessage] = []
         normal = pending
@@ -212,6 +235,8 @@ class ToolStep:
         task = current_task()
         config = task.config if task is not None else {}
         if not self.wrappers and len(normal) == 1:
+            if opts.inline and toolset is self.node:
+                toolset = self.inline_node
             outcome = (await toolset.run_tool_calls(
                 _message_for(ai, normal), state=view, config=config))[0]
             outcomes: list[Any] = [_split(outcome, normal[0])]

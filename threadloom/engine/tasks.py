@@ -88,6 +88,9 @@ def task_id(checkpoint_id: str, step: int, index: int, name: str) -> str:
     return hashlib.blake2b(raw, digest_size=12).hexdigest()
 
 
+_NO_RESUME: list[Any] = []
+
+
 def make_tasks(
     loop: RunLoop, planned: Planned, *, remaining: int, resume: dict[str, list[Any]] | None
 ) -> list[Task]:
@@ -95,8 +98,12 @@ def make_tasks(
     graph = loop.graph
     values = {k: ch.value for k, ch in loop.channels.items() if ch.value is not MISSING}
     shared = len(planned.tasks) + len(planned.sends) == 1
-    base = (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
     hashed = loop.cp is not None or loop.namespace
+    base = (
+        (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
+        if hashed
+        else ""
+    )
     tasks: list[Task] = []
     for index, name in enumerate(planned.tasks):
         node = graph.nodes[name]
@@ -113,12 +120,13 @@ def make_tasks(
         node = graph.nodes[send.node]
         tid = task_id(base, loop.step, index, send.node) if hashed else f"{loop.step}:{index}"
         tasks.append(Task(send.node, node, send.arg, tid, index, remaining))
-    for task in tasks:
-        done = planned.pending.get(task.id)
-        if done is not None:
-            task.result = done
-        if resume and task.id in resume:
-            task.resume = resume[task.id]
+    if planned.pending or resume:
+        for task in tasks:
+            done = planned.pending.get(task.id)
+            if done is not None:
+                task.result = done
+            if resume and task.id in resume:
+                task.resume = resume[task.id]
     return tasks
 
 
@@ -141,7 +149,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         modes=loop.modes,
         remaining_steps=task.remaining,
         namespace=loop.namespace,
-        resume=list(task.resume or ()),
+        resume=task.resume or _NO_RESUME,
         context=loop.context,
         streamed_ids=set() if "messages" in loop.modes else None,
     )

@@ -24,14 +24,13 @@ from threadloom.engine.errors import (
     ModelTimeoutError,
     RateLimitError,
 )
-from threadloom.messages import AIMessage, AIMessageChunk, UsageMetadata, message_from_openai
-
-try:  # the messages module's unchecked constructor (used for chunk arithmetic too)
-    from threadloom.messages import _fast_new
-except ImportError:  # pragma: no cover - fall back to validation
-
-    def _fast_new(cls: Any, **values: Any) -> Any:
-        return cls(**values)
+from threadloom.messages import (
+    AIMessage,
+    AIMessageChunk,
+    UsageMetadata,
+    construct_unchecked,
+    message_from_openai,
+)
 
 __all__ = ["StreamConverter", "map_error", "map_usage", "parse_completion"]
 
@@ -80,7 +79,7 @@ def _reasoning_of(extra: dict[str, Any]) -> str | None:
 
 def _chunk(**values: Any) -> AIMessageChunk:
     """An ``AIMessageChunk`` from values already in shape, without re-validation."""
-    return _fast_new(AIMessageChunk, **values)
+    return construct_unchecked(AIMessageChunk, **values)
 
 
 def _metadata(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:

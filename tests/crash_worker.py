@@ -1,0 +1,220 @@
+"""Graphs run in a child process by the crash, load and idempotency tests.
+
+Run as ``python tests/crash_worker.py '<json job>'``; the job names the graph, the
+backend (``{"kind": "sqlite", "path": ...}`` or ``{"kind": "postgres", "conninfo": ...,
+"schema": ...}``), the thread id, the input (``null`` resumes the thread) and the files
+where nodes record their side effects. The final state goes to ``job["result"]`` as
+JSON. The parent SIGKILLs the child whenever it likes: every side effect is one
+``O_APPEND`` write, so it survives the kill.
+
+The tests import this module too, to build the same graphs in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from threadloom import END, START, AIMessage, HumanMessage, StateGraph, add_messages
+from threadloom.messages import message_to_dict
+
+FAST = ("fast_a", "fast_b")
+
+
+def record(path: str | None, line: str) -> None:
+    """Append one line to ``path`` in a single ``write`` (atomic for short lines)."""
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def lines(path: str | Path) -> list[str]:
+    """The recorded lines of ``path`` ([] when it does not exist)."""
+    p = Path(path)
+    return p.read_text().splitlines() if p.exists() else []
+
+
+class ParallelState(TypedDict):
+    messages: Annotated[list, add_messages]
+    done: Annotated[list, operator.add]
+
+
+def parallel_graph(effects: str | None, markers: str | None, slow_s: float) -> StateGraph:
+    """plan -> (fast_a | fast_b | slow) -> join: a step of three tasks, one of them slow.
+
+    Every node records ``"<node>"`` in ``effects`` when it completes; the fast ones also
+    touch ``<markers>.<node>``; ``slow`` records ``"slow-start"`` and then sleeps ``slow_s``.
+    """
+
+    def node(name: str, sleep: float = 0.0) -> Any:
+        def run(state: ParallelState) -> dict[str, Any]:
+            if name == "slow":
+                record(effects, "slow-start")
+            time.sleep(sleep)
+            record(effects, name)
+            if markers and name in FAST:
+                Path(f"{markers}.{name}").touch()
+            return {"messages": [AIMessage(f"{name} saw {len(state['messages'])}")],
+                    "done": [name]}
+
+        return run
+
+    g = StateGraph(ParallelState)
+    g.add_node("plan", node("plan"))
+    for name in FAST:
+        g.add_node(name, node(name, 0.01))
+    g.add_node("slow", node("slow", slow_s))
+    g.add_node("join", node("join"))
+    g.add_edge(START, "plan")
+    for name in (*FAST, "slow"):
+        g.add_edge("plan", name)
+    g.add_edge([*FAST, "slow"], "join")
+    g.add_edge("join", END)
+    return g
+
+
+class LoopState(TypedDict):
+    messages: Annotated[list, add_messages]
+    n: int
+
+
+def loop_graph(effects: str | None, turns: int, delay_s: float) -> StateGraph:
+    """One node ``step`` looping ``turns`` times; each pass adds one message."""
+
+    def step(state: LoopState) -> dict[str, Any]:
+        n = state["n"] + 1
+        time.sleep(delay_s)
+        record(effects, f"step {n}")
+        return {"n": n, "messages": [AIMessage(f"step {n}")]}
+
+    g = StateGraph(LoopState)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if s["n"] < turns else END)
+    return g
+
+
+def open_backend(spec: dict[str, Any]) -> Any:
+    """The checkpointer a job's ``backend`` names."""
+    if spec["kind"] == "sqlite":
+        from threadloom.checkpoint.sqlite import SqliteCheckpointer
+
+        return SqliteCheckpointer(spec["path"])
+    from threadloom.checkpoint.postgres import PostgresCheckpointer
+
+    return PostgresCheckpointer(spec["conninfo"], schema=spec["schema"], pool_size=2)
+
+
+def spawn(job: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """Start this script on ``job`` in a new Python process."""
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), json.dumps(job)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def run_job(job: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+    """Run ``job`` in a new process to its end; returns the final state it wrote.
+
+    Raises:
+        RuntimeError: the child failed (its stderr is in the message).
+    """
+    proc = spawn(job)
+    _, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child exited {proc.returncode}: {err.decode()[-3000:]}")
+    return json.loads(Path(job["result"]).read_text()) if job.get("result") else {}
+
+
+def wait_until(cond: Any, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Poll ``cond()`` every 5 ms until true; fail if ``proc`` ends or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc.poll() is not None:
+            raise RuntimeError(f"child ended early ({proc.returncode}): "
+                               f"{proc.stderr.read().decode()[-3000:] if proc.stderr else ''}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise TimeoutError("the child never reached the expected point")
+        time.sleep(0.005)
+
+
+def kill9(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child and reap it."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def chain_ids(cp: Any, thread_id: str) -> list[str]:
+    """The thread's checkpoint ids, oldest first, after checking they form one chain.
+
+    Raises:
+        AssertionError: a checkpoint's parent is not the one saved just before it.
+    """
+    rows = list(cp.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}))
+    ids = [r.config["configurable"]["checkpoint_id"] for r in rows]
+    if ids != sorted(ids, reverse=True):
+        raise AssertionError(f"list() is not newest first: {ids}")
+    parents = [(r.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+               for r in rows]
+    if parents != [*ids[1:], None]:
+        raise AssertionError(f"broken chain: ids {ids} parents {parents}")
+    return ids[::-1]
+
+
+def plain(values: dict[str, Any]) -> dict[str, Any]:
+    """A state as JSON-able data, message ids dropped (they are random per run)."""
+    out = dict(values)
+    out["messages"] = [
+        {k: v for k, v in message_to_dict(m).items() if k != "id"} for m in values["messages"]
+    ]
+    return out
+
+
+def build(job: dict[str, Any]) -> StateGraph:
+    """The graph a job names."""
+    if job["graph"] == "parallel":
+        return parallel_graph(job.get("effects"), job.get("markers"), job.get("slow_s", 0.0))
+    if job["graph"] == "loop":
+        return loop_graph(job.get("effects"), job["turns"], job.get("delay_s", 0.0))
+    if job["graph"] == "idempotent_tools":
+        from idempotent_agent import tools_graph  # tests/ is this script's directory
+
+        return tools_graph(job)
+    raise ValueError(f"unknown graph {job['graph']!r}")
+
+
+def main(job: dict[str, Any]) -> None:
+    """Run (or resume) the job's thread and write its final state to ``job["result"]``."""
+    cp = open_backend(job["backend"])
+    app = build(job).compile(checkpointer=cp, durability=job.get("durability", "sync"),
+                             busy_timeout=job.get("busy_timeout", 0.0))
+    inp = job["input"]
+    if inp is not None:
+        inp = {**inp, "messages": [HumanMessage(m) for m in inp.get("messages", [])]}
+    kwargs = {"thread_id": job["thread_id"], "recursion_limit": job.get("recursion_limit", 25)}
+    if job.get("use_async"):
+        out = asyncio.run(app.ainvoke(inp, **kwargs))
+    else:
+        out = app.invoke(inp, **kwargs)
+    cp.close()
+    if job.get("result"):
+        Path(job["result"]).write_text(json.dumps(plain(out)))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,228 @@
+"""The agent as a graph: its five nodes, output keys, run-time options, lifecycle, clone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from threadloom import AIMessage, Tool, create_agent, tool
+from threadloom.agent import Agent
+from threadloom.checkpoint.memory import InMemoryCheckpointer
+from threadloom.engine.compiled import CompiledGraph
+from threadloom.models import ScriptedChatModel
+
+NODES = ["before_run", "model", "tools", "exit_check", "after_run"]
+
+
+def bump(x: int) -> int:
+    """Return x plus one."""
+    return x + 1
+
+
+def counting_script(messages: list[Any], tools: Any = None) -> AIMessage:
+    """Calls bump until three results follow the last user message, then answers."""
+    results = 0
+    for m in reversed(messages):
+        if m.type == "human":
+            break
+        results += m.type == "tool"
+    if results < 3:
+        call = {"name": "bump", "args": {"x": results}, "id": f"call_{results}"}
+        return AIMessage(content="", tool_calls=[call])
+    return AIMessage(content="The counter reached 3.")
+
+
+def test_graph_has_exactly_the_five_nodes_in_drawing() -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump])
+    assert isinstance(agent, Agent) and isinstance(agent, CompiledGraph)
+    assert list(agent.nodes) == NODES
+    mermaid = agent.get_graph().draw_mermaid()
+    for a, b in [("__start__", "before_run"), ("before_run", "model"), ("model", "tools"),
+                 ("model", "exit_check"), ("tools", "exit_check"), ("exit_check", "model"),
+                 ("exit_check", "after_run"), ("after_run", "__end__")]:
+        assert f"{a} -" in mermaid and f"> {b};" in mermaid
+        assert any(line.strip().startswith(a) and line.strip().endswith(f"> {b};")
+                   for line in mermaid.splitlines()), (a, b)
+
+
+def test_updates_stream_names_the_nodes_in_loop_order() -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump])
+    order = [next(iter(ev)) for ev in agent.stream({"messages": [("user", "go")]},
+                                                   stream_mode="updates")]
+    assert order == ["before_run"] + ["model", "tools", "exit_check"] * 3 + [
+        "model", "exit_check", "after_run"]
+
+
+def test_checkpoints_record_agent_nodes(thread_id: str) -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
+                         checkpointer=InMemoryCheckpointer())
+    agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
+    history = list(agent.get_state_history(thread_id=thread_id))
+    written = [w for snap in reversed(history) for w in snap.metadata.get("writes", {})]
+    assert written[:4] == ["before_run", "model", "tools", "exit_check"]
+    assert written[-1] == "after_run"
+    assert agent.get_state(thread_id=thread_id).next == ()
+
+
+def test_output_keys_and_counters() -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump])
+    out = agent.invoke({"messages": [("user", "go")]})
+    assert set(out) == {"messages", "last_message", "step_count", "token_usage",
+                        "tool_call_counts", "exit_reason"}
+    assert [m.type for m in out["messages"]] == ["human"] + ["ai", "tool"] * 3 + ["ai"]
+    assert [m.text for m in out["messages"] if m.type == "tool"] == ["1", "2", "3"]
+    assert out["step_count"] == 4
+    assert out["tool_call_counts"] == {"bump": 3}
+    assert out["exit_reason"] == "text"
+    assert out["last_message"].text == "The counter reached 3."
+    usage = out["token_usage"]
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
+
+
+def test_counters_are_per_run_on_a_persisted_thread(thread_id: str) -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
+                         checkpointer=InMemoryCheckpointer())
+    agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
+    second = agent.invoke({"messages": [("user", "again")]}, thread_id=thread_id)
+    assert second["step_count"] == 4
+    assert second["tool_call_counts"] == {"bump": 3}
+    assert len(second["messages"]) == 16
+
+
+def test_no_tools_is_one_plain_chat_call() -> None:
+    model = ScriptedChatModel(["hello there"])
+    out = create_agent(model).run("hi")
+    assert out["exit_reason"] == "text" and out["step_count"] == 1
+    assert len(model.calls) == 1 and model.calls[0]["tools"] is None
+
+
+def test_tools_for_a_model_without_tool_support_is_a_type_error() -> None:
+    model = ScriptedChatModel(["x"])
+    model.supports_tools = False
+    with pytest.raises(TypeError, match="cannot take tools"):
+        create_agent(model, tools=[bump])
+    assert create_agent(model).run("hi")["exit_reason"] == "text"
+
+
+def test_duplicate_tool_names_and_bad_exit_conditions() -> None:
+    with pytest.raises(ValueError, match="bump"):
+        create_agent(ScriptedChatModel(["x"]), tools=[bump, tool(bump)])
+    with pytest.raises(ValueError, match="nope"):
+        create_agent(ScriptedChatModel(["x"]), tools=[bump], exit_conditions=["nope"])
+
+
+def test_run_time_tools_by_name_and_object() -> None:
+    def double(x: int) -> int:
+        """Return 2x."""
+        return 2 * x
+
+    def script(messages: list[Any], tools: Any) -> AIMessage:
+        names = sorted(t["function"]["name"] for t in tools or [])
+        if messages[-1].type == "tool":
+            return AIMessage(content=f"{names} -> {messages[-1].text}")
+        return AIMessage(content="", tool_calls=[{"name": names[0], "args": {"x": 5}, "id": "c"}])
+
+    agent = create_agent(ScriptedChatModel(script), tools=[bump])
+    assert agent.run("go")["last_message"].text == "['bump'] -> 6"
+    out = agent.run("go", tools=[tool(double)])
+    assert out["last_message"].text == "['double'] -> 10"
+    assert agent.invoke({"messages": ["go"], "tools": ["bump"]})["last_message"].text == \
+        "['bump'] -> 6"
+    with pytest.raises(ValueError, match="not one of the agent's tools"):
+        agent.run("go", tools=["missing"])
+
+
+def test_generation_kwargs_merge_run_time_wins() -> None:
+    model = ScriptedChatModel(["a", "b"])
+    agent = create_agent(model, generation_kwargs={"temperature": 0.1, "max_tokens": 5})
+    agent.run("x")
+    agent.run("y", generation_kwargs={"temperature": 0.9})
+    assert model.calls[0]["kwargs"] == {"temperature": 0.1, "max_tokens": 5}
+    assert model.calls[1]["kwargs"] == {"temperature": 0.9, "max_tokens": 5}
+
+
+def test_streaming_callback_gets_every_chunk() -> None:
+    chunks: list[Any] = []
+    agent = create_agent(ScriptedChatModel(["one two three four"]))
+    out = agent.run("x", streaming_callback=chunks.append)
+    text = "".join(c.content for c in chunks if isinstance(c.content, str))
+    assert text == "one two three four" and len(chunks) >= 4
+    assert out["last_message"].text == "one two three four"
+
+
+async def test_async_streaming_callback_and_arun() -> None:
+    seen: list[str] = []
+
+    async def cb(chunk: Any) -> None:
+        await asyncio.sleep(0)
+        seen.append(chunk.content)
+
+    agent = create_agent(ScriptedChatModel(["alpha beta"]))
+    out = await agent.arun("x", streaming_callback=cb)
+    assert "".join(seen) == "alpha beta" and out["exit_reason"] == "text"
+
+
+def test_hook_context_reaches_hooks_and_is_not_stored(thread_id: str) -> None:
+    seen: list[Any] = []
+    marker = object()  # not storable by the checkpoint codec
+
+    def before_llm(state: Any, context: Any) -> None:
+        seen.append(context)
+
+    agent = create_agent(ScriptedChatModel(["ok"]), hooks={"before_llm": [before_llm]},
+                         checkpointer=InMemoryCheckpointer())
+    agent.run("x", hook_context=marker, thread_id=thread_id)
+    assert seen == [marker]
+    assert "hook_context" not in agent.get_state(thread_id=thread_id).values
+
+
+def test_clone_overrides_and_keeps_config() -> None:
+    agent = create_agent(ScriptedChatModel(["a"]), tools=[bump], max_agent_steps=7, name="one")
+    other = agent.clone(model=ScriptedChatModel(["b"]), name="two")
+    assert other.name == "two" and other.config["max_agent_steps"] == 7
+    assert [t.name for t in other.tools] == ["bump"]
+    assert other.run("x")["last_message"].text == "b"
+    assert agent.run("x")["last_message"].text == "a"
+    with pytest.raises(TypeError, match="unknown"):
+        agent.clone(colour="red")
+
+
+def test_warm_up_and_close_reach_model_and_tools() -> None:
+    calls: list[str] = []
+
+    class Model(ScriptedChatModel):
+        def warm_up(self) -> None:
+            calls.append("model.warm_up")
+
+        def close(self) -> None:
+            calls.append("model.close")
+
+        async def aclose(self) -> None:
+            calls.append("model.aclose")
+
+    agent = create_agent(Model(["x"]))
+    agent.warm_up()
+    agent.close()
+    asyncio.run(agent.awarm_up())
+    asyncio.run(agent.aclose())
+    assert calls == ["model.warm_up", "model.close", "model.warm_up", "model.aclose"]
+
+
+def test_long_runs_are_not_cut_by_the_default_recursion_limit() -> None:
+    agent = create_agent(ScriptedChatModel(lambda m, t: AIMessage(
+        content="", tool_calls=[{"name": "bump", "args": {"x": 1}, "id": f"c{len(m)}"}])),
+        tools=[bump], max_agent_steps=20)
+    out = agent.run("loop")
+    assert out["exit_reason"] == "max_agent_steps" and out["step_count"] == 20
+
+
+def test_async_tool_and_ainvoke() -> None:
+    async def abump(x: int) -> int:
+        return x + 1
+
+    agent = create_agent(ScriptedChatModel(counting_script),
+                         tools=[Tool("bump", "add one", coroutine=abump)])
+    out = asyncio.run(agent.ainvoke({"messages": [("user", "go")]}))
+    assert [m.text for m in out["messages"] if m.type == "tool"] == ["1", "2", "3"]
