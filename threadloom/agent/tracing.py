@@ -71,7 +71,7 @@ def is_secret_name(name: str) -> bool:
     Each dotted segment is checked: ``openai.api_key`` and ``Authorization`` are secret,
     ``token_usage.input_tokens`` is not.
     """
-    return False
+    return any(seg not in _COUNTS and _SECRET.search(seg) for seg in name.split("."))
 
 
 def _is_content_name(name: str) -> bool:

@@ -103,6 +103,7 @@ class Writer:
 
     def _config(self) -> dict[str, Any]:
         conf = dict(self.config["configurable"])
+        conf.pop("__lease_token", None)  # put() hands back the token it was given
         if self.token is not None:
             conf["__lease_token"] = self.token
         return {"configurable": conf}

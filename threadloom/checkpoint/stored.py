@@ -26,7 +26,7 @@ from threadloom.checkpoint.base import (
     thread_config,
 )
 from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, reachable_blobs
-from threadloom.checkpoint.leases import Lease, LeaseMixin
+from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
 from threadloom.checkpoint.serde import Codec
 from threadloom.engine.errors import CheckpointError
 
@@ -211,6 +211,9 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     ) -> dict[str, Any]:
         """See ``BaseCheckpointer.put``: one transaction writes the checkpoint and its blobs.
 
+        The returned config names the new checkpoint and keeps the lease token of
+        ``config`` (if any), so a run that saves with it stays fenced.
+
         Raises:
             SerializationError: a value the codec cannot store (nothing is written).
             ThreadBusyError: the config's lease token is no longer the thread's current one.
@@ -233,7 +236,11 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         self._parents.put((thread_id, ns), (cid, refs))
         if self.keep_latest and count > self.keep_latest:
             self.prune(thread_id, keep_last=self.keep_latest)
-        return make_config(thread_id, ns, cid)
+        out = make_config(thread_id, ns, cid)
+        token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
+        if token is not None:  # the run's next writes, made with this config, stay fenced
+            out["configurable"][LEASE_TOKEN_KEY] = token
+        return out
 
     def _encode_record(self, checkpoint: Checkpoint, refs: dict[str, str]) -> bytes:
         # Compact: the id is the row's key, and a blob written by this very checkpoint is

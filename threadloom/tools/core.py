@@ -1,14 +1,7 @@
-"""Tools: ``@tool``, ``Tool``, JSON schema from signatures, and injected arguments.
+"""``Tool`` and the ``@tool`` decorator, and ``format_tool_output``.
 
-A tool wraps a sync or async function. Its parameters become a pydantic model (the
-arguments the model must send) and an OpenAI ``parameters`` JSON schema, as LangChain's
-``@tool`` does: ``Annotated[T, "description"]``, ``Annotated[T, Field(...)]``,
-``Literal[...]`` enums, defaults, nested pydantic models, and a Google-style docstring
-(summary = description, ``Args:`` = per-parameter descriptions).
-
-Parameters marked ``InjectedState``, ``InjectedToolCallId``, ``InjectedConfig`` (or simply
-named ``config``) and ``InjectedIdempotencyKey`` are filled by the engine, are absent from
-the schema, and cannot be set by the model: arguments of those names are dropped.
+A tool wraps a sync or async function; its argument model and JSON schema come from
+``threadloom.tools.schema``, its injected parameters from ``threadloom.tools.markers``.
 """
 
 from __future__ import annotations
@@ -18,198 +11,14 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, get_args, get_origin, get_type_hints, overload
+from typing import Any, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic.fields import FieldInfo
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from threadloom.engine.errors import ToolError
-
-__all__ = [
-    "InjectedConfig",
-    "InjectedIdempotencyKey",
-    "InjectedState",
-    "InjectedToolCallId",
-    "Tool",
-    "format_tool_output",
-    "tool",
-]
-
-
-class InjectedState:
-    """Marks a parameter the engine fills with the graph state, hidden from the model.
-
-    As LangGraph's ``InjectedState``: ``state: Annotated[dict, InjectedState]`` receives
-    the whole state; ``Annotated[str, InjectedState("user_id")]`` receives one key (an
-    item of a dict state, or an attribute of an object state; ``None`` when absent).
-
-    Args:
-        field: the state key to inject, or None for the whole state.
-    """
-
-    def __init__(self, field: str | None = None) -> None:
-        self.field = field
-
-    def __repr__(self) -> str:
-        return f"InjectedState({self.field!r})"
-
-
-class InjectedToolCallId:
-    """Marks a parameter that receives the id of the tool call being run (a ``str``)."""
-
-
-class InjectedConfig:
-    """Marks a parameter that receives the run config dict (as LangChain's ``RunnableConfig``).
-
-    A parameter named ``config`` is treated as marked, as in LangChain.
-    """
-
-
-class InjectedIdempotencyKey:
-    """Marks a parameter that receives a stable key for this call (a ``str``).
-
-    The key is ``"{thread_id}:{checkpoint_id}:{tool_call_id}"`` when the run has a
-    checkpointer (so a call re-run after a crash gets the same key), else the tool call id.
-    Pass it to external systems that deduplicate requests.
-    """
-
-
-_MARKERS = (InjectedState, InjectedToolCallId, InjectedConfig, InjectedIdempotencyKey)
-_SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|"
-    r"Attributes|See Also|Warnings?|Todo):\s*$"
-)
-_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-
-
-def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into (description, {param: description})."""
-    if not doc:
-        return "", {}
-    summary: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None
-    current: str | None = None
-    arg_indent: int | None = None
-    for line in inspect.cleandoc(doc).splitlines():
-        header = _SECTION.match(line)
-        if header:
-            section, current = header.group(1), None
-            continue
-        if section is None:
-            summary.append(line)
-            continue
-        if section not in ("Args", "Arguments", "Parameters", "Params") or not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        match = _ARG_LINE.match(line.strip())
-        if match and (arg_indent is None or indent <= arg_indent):
-            arg_indent = indent
-            current = match.group(1).lstrip("*")
-            params[current] = match.group(2).strip()
-        elif current:
-            params[current] = f"{params[current]} {line.strip()}".strip()
-    return "\n".join(summary).strip(), params
-
-
-def _injection(name: str, annotation: Any) -> Any:
-    """Return the injection marker of a parameter (class or instance), or None."""
-    candidates = [annotation]
-    if get_origin(annotation) is Annotated:
-        candidates = [get_args(annotation)[0], *annotation.__metadata__]
-    for item in candidates:
-        if any(item is marker for marker in _MARKERS) or isinstance(item, _MARKERS):
-            return item
-        if getattr(item, "__name__", "") == "RunnableConfig":
-            return InjectedConfig
-    return InjectedConfig if name == "config" else None
-
-
-def _field_spec(annotation: Any, default: Any, doc: str | None) -> tuple[Any, Any]:
-    """Turn one parameter into a ``create_model`` field spec ``(annotation, default)``."""
-    base, metadata = annotation, []
-    if get_origin(annotation) is Annotated:
-        base, *metadata = get_args(annotation)
-    description = doc
-    kept: list[Any] = []
-    for item in metadata:
-        if isinstance(item, str):
-            description = item
-        else:
-            kept.append(item)
-    has_desc = any(isinstance(m, FieldInfo) and m.description for m in kept)
-    if description and not has_desc:
-        kept.append(Field(description=description))
-    spec = Annotated[(base, *kept)] if kept else base  # type: ignore[valid-type]
-    return spec, (... if default is inspect.Parameter.empty else default)
-
-
-def _build_args_model(
-    name: str, func: Callable[..., Any], param_docs: dict[str, str], given: Any = None
-) -> tuple[type[BaseModel], dict[str, Any], dict[str, str]]:
-    """Build (args model, {param: injection marker}, {param: model field name}).
-
-    With ``given`` (a user's ``args_schema``) only the injected parameters are taken from
-    the signature, and the model is ``given``.
-    """
-    try:
-        hints = get_type_hints(func, include_extras=True)
-    except (NameError, TypeError) as exc:
-        raise TypeError(f"tool {name!r}: cannot resolve type hints: {exc}") from exc
-    fields: dict[str, Any] = {}
-    injected: dict[str, Any] = {}
-    field_names: dict[str, str] = {}
-    for pname, param in inspect.signature(func).parameters.items():
-        annotation = hints.get(pname, Any)
-        marker = _injection(pname, annotation)
-        if marker is not None:
-            injected[pname] = marker
-        elif param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD) and given is None:
-            spec, default = _field_spec(annotation, param.default, param_docs.get(pname))
-            fname = pname
-            if pname.startswith("_") or hasattr(BaseModel, pname):
-                fname = f"field_{len(fields)}_{pname.lstrip('_')}"
-                spec = Annotated[spec, Field(alias=pname)]
-            fields[fname] = (spec, default)
-            field_names[pname] = fname
-    if given is not None:
-        if not (isinstance(given, type) and issubclass(given, BaseModel)):
-            raise TypeError(f"tool {name!r}: args_schema must be a pydantic model class")
-        return given, injected, {(f.alias or n): n for n, f in given.model_fields.items()}
-    config = ConfigDict(extra="ignore", protected_namespaces=())
-    try:
-        model = create_model(f"{name}_args", __config__=config, **fields)
-        model.model_json_schema()
-    except Exception as exc:  # pydantic raises several types for unsupported annotations
-        raise TypeError(f"tool {name!r}: cannot build an argument schema: {exc}") from exc
-    return model, injected, field_names
-
-
-def _clean_schema(node: Any, defs: dict[str, Any], seen: frozenset[str] = frozenset()) -> Any:
-    """Drop pydantic titles and inline ``$ref``s (recursive models keep one ``$ref`` level)."""
-    if isinstance(node, list):
-        return [_clean_schema(item, defs, seen) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        key = ref.rsplit("/", 1)[-1]
-        if key in seen or key not in defs:
-            return {"type": "object"}
-        extra = {k: v for k, v in node.items() if k != "$ref"}
-        return {**_clean_schema(defs[key], defs, seen | {key}), **_clean_schema(extra, defs, seen)}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("title", "$defs"):
-            continue
-        if key in ("default", "enum", "const", "examples"):
-            out[key] = value
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {p: _clean_schema(s, defs, seen) for p, s in value.items()}
-        else:
-            out[key] = _clean_schema(value, defs, seen)
-    return out
+from threadloom.tools.markers import _injected_value, _pack
+from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 
 
 def format_tool_output(value: Any) -> str:
@@ -402,32 +211,6 @@ class Tool:
         return f"Tool(name={self.name!r}, return_direct={self.return_direct})"
 
 
-def _pack(state: Any, tool_call_id: Any, config: Any, key: Any) -> dict[str, Any]:
-    return {
-        "state": state,
-        "tool_call_id": tool_call_id,
-        "config": config if config is not None else {},
-        "idempotency_key": key if key is not None else tool_call_id,
-    }
-
-
-def _injected_value(marker: Any, injections: dict[str, Any]) -> Any:
-    """The value the engine passes for one injected parameter."""
-    if marker is InjectedToolCallId or isinstance(marker, InjectedToolCallId):
-        return injections["tool_call_id"]
-    if marker is InjectedConfig or isinstance(marker, InjectedConfig):
-        return injections["config"]
-    if marker is InjectedIdempotencyKey or isinstance(marker, InjectedIdempotencyKey):
-        return injections["idempotency_key"]
-    state = injections["state"]
-    field = marker.field if isinstance(marker, InjectedState) else None
-    if field is None or state is None:
-        return state
-    if isinstance(state, dict):
-        return state.get(field)
-    return getattr(state, field, None)
-
-
 def _make_tool(
     func: Callable[..., Any],
     name: str | None,
@@ -489,3 +272,6 @@ def tool(
         return _make_tool(func, chosen, description, return_direct, args_schema)
 
     return decorate
+
+
+__all__ = ["Tool", "format_tool_output", "tool"]
