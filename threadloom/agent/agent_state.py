@@ -11,6 +11,7 @@ writes one message).
 from __future__ import annotations
 
 import typing
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict, get_type_hints
@@ -174,9 +175,16 @@ class HookBridge:
         self.reduced = reduced
 
     def make(self, values: Mapping[str, Any], messages: list[BaseMessage]) -> State:
-        """A ``State`` over ``values`` (messages copied, so in-place edits stay local)."""
+        """A ``State`` over ``values`` (messages copied, so in-place edits stay local).
+
+        Messages without an id get one first (as ``add_messages`` would give them), so a
+        hook can replace a fresh message by id.
+        """
         schema = self.schema
         data = {k: v for k, v in values.items() if k in schema}
+        for message in messages:
+            if not message.id:
+                message.id = str(uuid.uuid4())
         data["messages"] = list(messages)
         return State(schema, data)
 

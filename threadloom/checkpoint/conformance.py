@@ -332,6 +332,11 @@ def check_leases(b: Backend) -> None:
         expect(exc.thread_id == "t1", "ThreadBusyError.thread_id")
     w.token = tok1
     w.put(x=1)
+    expect(
+        w.config["configurable"].get("__lease_token") == tok1,
+        "put must return a config that keeps the caller's lease token (the run's next "
+        "writes are made with it and must stay fenced)",
+    )
     time.sleep(0.25)
     tok2 = cp.acquire_lease("t1", "worker-2", ttl_s=5)
     expect(tok2 > tok1, "fencing tokens must grow")

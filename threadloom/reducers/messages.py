@@ -37,8 +37,24 @@ def _ensure_ids(messages: list[BaseMessage]) -> None:
             message.id = _new_id()
 
 
+# The list add_messages returned last is usually the next call's ``left`` (the channel's
+# value): keep its id index so an append costs O(update), not O(history). Entries hold
+# the list itself, so an id() reused after garbage collection can never match.
+_INDEX_CACHE: dict[int, tuple[list[BaseMessage], dict[str, int]]] = {}
+_INDEX_CACHE_SIZE = 64
+
+
+def _remember(result: list[BaseMessage], index: dict[str, int]) -> None:
+    if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
+        _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+    _INDEX_CACHE[id(result)] = (result, index)
+
+
 def _index_stored(left: Any) -> tuple[list[BaseMessage], dict[str, int]]:
     """Coerce ``left`` (only when needed) and map id -> position in one pass."""
+    cached = _INDEX_CACHE.get(id(left))
+    if cached is not None and cached[0] is left and len(cached[1]) == len(left):
+        return left, dict(cached[1])
     stored = left if type(left) is list else convert_to_messages(left)
     index: dict[str, int] = {}
     for i, message in enumerate(stored):
@@ -90,7 +106,12 @@ def add_messages(left: Any, right: Any) -> list[BaseMessage]:
             return add_messages([], update[i + 1 :])
     stored, index = _index_stored(left)
     if _is_plain_append(update, index):
-        return stored + update
+        result = stored + update
+        base = len(stored)
+        for offset, message in enumerate(update):
+            index[message.id] = base + offset  # type: ignore[index]
+        _remember(result, index)
+        return result
     return _merge(stored, update, index)
 
 
