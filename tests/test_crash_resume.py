@@ -10,12 +10,19 @@ uninterrupted run.
 
 from __future__ import annotations
 
+import asyncio
+import operator
+import os
 import random
+import socket
 import sqlite3
+import subprocess
+import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from crash_worker import (
@@ -32,10 +39,9 @@ from crash_worker import (
     wait_until,
 )
 
-from threadloom import HumanMessage
+from threadloom import START, HumanMessage, StateGraph, ThreadBusyError
 from threadloom.checkpoint.memory import InMemoryCheckpointer
-
-pytestmark = pytest.mark.slow
+from threadloom.checkpoint.sqlite import SqliteCheckpointer
 
 PG_CONNINFO = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -85,6 +91,7 @@ def pending_tasks(spec: dict[str, Any], thread_id: str) -> set[str]:
         cp.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
 def test_kill_mid_parallel_step_keeps_finished_siblings(
     backend: dict[str, Any], tmp_path: Path, use_async: bool
@@ -138,6 +145,7 @@ def _kill_loop_at_random_step(
     return lines(effects), final, killed_at
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("durability", ["sync", "async"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_kill_at_a_random_step_of_a_loop(
@@ -153,3 +161,89 @@ def test_kill_at_a_random_step_of_a_loop(
     assert all(c <= 2 for c in counts.values())
     assert len(again) <= (1 if durability == "sync" else 2)
     assert all(killed_at - len(again) < s <= killed_at for s in again), (again, killed_at)
+
+
+class _SlowPutSqlite(SqliteCheckpointer):
+    """SQLite whose async ``aput`` takes 0.3 s, as a busy disk or a remote server would."""
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
+async def test_async_durability_keeps_siblings_that_finished_while_a_put_was_in_flight(
+    tmp_path: Path,
+) -> None:
+    """durability="async": the checkpoint of step N is written while step N+1 runs. Writes of
+    step N+1 tasks that finish before that write lands must still count on resume."""
+    runs: Counter[str] = Counter()
+    fail = {"on": True}
+
+    def node(name: str) -> Any:
+        def run(state: dict[str, Any]) -> dict[str, Any]:
+            runs[name] += 1
+            if name == "slow":
+                time.sleep(0.6)
+                if fail["on"]:
+                    raise RuntimeError("slow node crashed")
+            return {"done": [name]}
+
+        return run
+
+    class St(TypedDict):
+        done: Annotated[list, operator.add]
+
+    g = StateGraph(St)
+    for name in ("plan", "fast_a", "fast_b", "slow"):
+        g.add_node(name, node(name))
+    g.add_edge(START, "plan")
+    for name in ("fast_a", "fast_b", "slow"):
+        g.add_edge("plan", name)
+    cp = _SlowPutSqlite(str(tmp_path / "async.db"))
+    app = g.compile(checkpointer=cp, durability="async")
+    with pytest.raises(RuntimeError, match="slow node crashed"):
+        await app.ainvoke({"done": []}, thread_id="t")
+    fail["on"] = False
+    out = await app.ainvoke(None, thread_id="t")
+    assert out["done"] == ["plan", "fast_a", "fast_b", "slow"]
+    assert runs == {"plan": 1, "fast_a": 1, "fast_b": 1, "slow": 2}
+    cp.close()
+
+
+def test_a_run_whose_lease_was_taken_cannot_save_later_steps(tmp_path: Path) -> None:
+    """Fencing holds for every write of a run, not only its first checkpoint."""
+    cp = SqliteCheckpointer(str(tmp_path / "fence.db"))
+
+    def steal(state: dict[str, Any]) -> dict[str, Any]:
+        cp.break_lease("t")  # an operator (or an expired lease) hands the thread over
+        cp.acquire_lease("t", "other-worker", 60)
+        return {"n": 99}
+
+    class St(TypedDict):
+        n: int
+
+    g = StateGraph(St)
+    g.add_node("first", lambda s: {"n": 1})
+    g.add_node("steal", steal)
+    g.add_edge(START, "first")
+    g.add_edge("first", "steal")
+    with pytest.raises(ThreadBusyError, match="stale"):
+        g.compile(checkpointer=cp).invoke({"n": 0}, thread_id="t")
+    assert cp.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint[
+        "channel_values"]["n"] == 1
+    cp.close()
+
+
+def test_a_lease_of_a_dead_process_on_this_host_is_free(tmp_path: Path) -> None:
+    cp = SqliteCheckpointer(str(tmp_path / "dead.db"))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    cp.acquire_lease("a", f"{host}:{dead.pid}:cafe", 300)
+    assert cp.acquire_lease("a", "me", 300) == 2  # taken over at once, with a new token
+    cp.acquire_lease("b", f"{host}:{os.getppid()}:cafe", 300)  # alive
+    cp.acquire_lease("c", f"elsewhere.example:{dead.pid}:cafe", 300)  # another machine
+    for tid in ("b", "c"):
+        with pytest.raises(ThreadBusyError, match="busy"):
+            cp.acquire_lease(tid, "me", 300)
+    cp.close()

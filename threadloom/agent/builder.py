@@ -166,7 +166,8 @@ class Agent(CompiledGraph):
     keywords, or as keys of the input dict): ``tools`` (names of configured tools, or
     ``Tool`` objects), ``generation_kwargs``, ``streaming_callback`` (called with every
     ``AIMessageChunk``) and ``hook_context`` (given to hooks taking ``(state, context)``).
-    These are never checkpointed: pass them again when resuming a paused run. Without a ``recursion_limit``, a run may take
+    These are never checkpointed: pass them again when resuming a paused run. Without a
+    ``recursion_limit``, a run may take
     ``3 * max_agent_steps + 10`` super-steps.
 
     Attributes:

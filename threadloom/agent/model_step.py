@@ -67,7 +67,10 @@ def usage_attributes(target: Any, usage: Any) -> None:
                 if isinstance(v, int)})
 
 
-def chain(wrappers: Sequence[Any], base: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+Call = Callable[[Any], Awaitable[Any]]
+
+
+def chain(wrappers: Sequence[Any], base: Call) -> Call:
     """Compose ``async w(request, handler)`` wrappers around ``base``; the first is outermost."""
     handler = base
     for wrapper in reversed(wrappers):
@@ -218,7 +221,8 @@ class ModelStep:
         if opts.generation_kwargs:
             kwargs = {**kwargs, **opts.generation_kwargs}
         if self.handler is None:
-            wire = self.default_wire if tools is self.default_tools else [self.wire(t) for t in tools]
+            wire = self.default_wire if tools is self.default_tools else [
+                self.wire(t) for t in tools]
             msgs = request_messages(system, history, self.merge_system)
             with span("threadloom.agent.step.llm", {"threadloom.agent.step": step},
                       opts.trace) as llm_span:

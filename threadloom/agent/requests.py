@@ -354,7 +354,7 @@ def check_tool_pairs(messages: Sequence[BaseMessage]) -> list[str]:
 
 
 __all__ = [
-    "MISSING_RESULT", "NO_OPTIONS", "SKIPPED", "answer_pending", "run_options", "ModelRequest", "Prompts", "RunOptions", "ToolCallRequest",
-    "check_tool_pairs", "missing_result", "repair_tool_pairs", "request_messages",
-    "system_message",
+    "MISSING_RESULT", "NO_OPTIONS", "SKIPPED", "ModelRequest", "Prompts", "RunOptions",
+    "ToolCallRequest", "answer_pending", "check_tool_pairs", "missing_result",
+    "repair_tool_pairs", "request_messages", "run_options", "system_message",
 ]

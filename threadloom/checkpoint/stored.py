@@ -131,13 +131,16 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     # -- reading --------------------------------------------------------------------------
 
     def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
-        """See ``BaseCheckpointer.get_tuple``; an expired thread is deleted and reads as None."""
+        """See ``BaseCheckpointer.get_tuple``; an expired thread is deleted and reads as None
+        (a paused one is compacted instead, see ``sweep``)."""
         thread_id, ns, cid = thread_config(config)
-        with self._tx(False) as tx:
-            if not self._due(tx, thread_id):
-                row = tx.checkpoint_row(thread_id, ns, cid)
-                return None if row is None else self._tuple(tx, row, seed=cid is None)
-        self.delete_thread(thread_id)
+        for _ in range(2):
+            with self._tx(False) as tx:
+                if not self._due(tx, thread_id):
+                    row = tx.checkpoint_row(thread_id, ns, cid)
+                    return None if row is None else self._tuple(tx, row, seed=cid is None)
+            if self._expire(thread_id):
+                return None
         return None
 
     def list(
@@ -361,12 +364,45 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             tx.put_thread(thread_id, seconds, now + seconds if seconds is not None else None)
 
     def sweep(self) -> int:
-        """Delete every expired thread now. Returns how many were deleted."""
+        """Delete every expired thread now. Returns how many were deleted.
+
+        A thread paused by ``interrupt()`` (its latest checkpoint, in any namespace, has a
+        pending interrupt) is not deleted: it is pruned to what resuming needs
+        (``prune(keep_last=1)``) and its expiry is suspended until its next write, so a
+        human can still answer it. Remove it with ``delete_thread``.
+        """
         with self._tx(False) as tx:
             expired = tx.expired_threads(time.time())
-        for thread_id in expired:
-            self.delete_thread(thread_id)
-        return len(expired)
+        return sum(1 for thread_id in expired if self._expire(thread_id))
+
+    def _expire(self, thread_id: str) -> bool:
+        """Delete an expired thread (True), or compact it when it is paused (False)."""
+        with self._tx(True) as tx:
+            if not self._due(tx, thread_id):
+                return False
+            if not self._paused(tx, thread_id):
+                tx.delete_thread(thread_id)
+                deleted = True
+            else:
+                for ns in tx.namespaces(thread_id):
+                    self._prune_ns(tx, thread_id, ns, 1)
+                info = tx.get_thread(thread_id)
+                tx.put_thread(thread_id, info[0] if info else None, None)
+                deleted = False
+        if deleted:
+            self.blobs.forget_thread(thread_id)
+            self._parents.drop_thread(thread_id)
+        return deleted
+
+    @staticmethod
+    def _paused(tx: Tx, thread_id: str) -> bool:
+        for ns in tx.namespaces(thread_id):
+            latest = tx.checkpoint_row(thread_id, ns, None)
+            if latest is not None and any(
+                ch == INTERRUPT for _, ch, _ in tx.writes(thread_id, ns, latest.checkpoint_id)
+            ):
+                return True
+        return False
 
     def _touch(self, tx: Tx, thread_id: str) -> None:
         info = tx.get_thread(thread_id)
@@ -379,9 +415,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     def _expire_if_due(self, thread_id: str) -> bool:
         with self._tx(False) as tx:
             due = self._due(tx, thread_id)
-        if due:
-            self.delete_thread(thread_id)
-        return due
+        return due and self._expire(thread_id)
 
     @staticmethod
     def _due(tx: Tx, thread_id: str) -> bool:

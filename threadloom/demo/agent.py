@@ -20,7 +20,7 @@ from typing import Any
 from threadloom.demo.data import DemoData
 from threadloom.demo.tools import APPROVAL_TOOLS, make_tools
 
-__all__ = ["SYSTEM_PROMPT", "audit_hook", "build_demo_agent"]
+__all__ = ["SYSTEM_PROMPT", "audit_hook", "build_demo_agent", "demo_agent"]
 
 SYSTEM_PROMPT = (
     "You are the assistant of a small outdoor-gear shop. Answer with facts from the tools: "
@@ -79,3 +79,20 @@ def build_demo_agent(model: Any, data: DemoData, checkpointer: Any,
         checkpointer=checkpointer,
         name="threadloom-demo",
     )
+
+
+def demo_agent() -> Any:
+    """The demo agent with the scripted model and no checkpointer, for the CLI.
+
+    ``threadloom draw threadloom.demo.agent:demo_agent -f png -o agent.png`` draws it;
+    ``threadloom run threadloom.demo.agent:demo_agent --input '{"messages": [["user",
+    "order 1002?"]]}'`` runs it with SQLite checkpoints. The shop data lives in
+    ``$THREADLOOM_DEMO_DB`` (default ``threadloom-demo.db``).
+    """
+    import os
+
+    from threadloom.demo.brain import demo_brain
+    from threadloom.models import ScriptedChatModel
+
+    data = DemoData(os.environ.get("THREADLOOM_DEMO_DB", "threadloom-demo.db"))
+    return build_demo_agent(ScriptedChatModel(demo_brain), data, None)
