@@ -257,3 +257,41 @@ def test_send_to_subgraph_and_parent_command():
                                               for i in (1, 2, 3)])
     out = g.compile().invoke({"x": 0, "results": []})
     assert out["results"] == [10, 20, "parent-jump"]
+
+
+def test_a_message_written_twice_in_a_run_is_emitted_once():
+    from threadloom import AIMessage, add_messages
+
+    class M(TypedDict):
+        messages: Annotated[list, add_messages]
+        last: object
+
+    reply = AIMessage(content="once", id="r1")
+    g = StateGraph(M)
+    g.add_node("say", lambda s: {"messages": [reply]})
+    g.add_node("copy", lambda s: {"last": s["messages"][-1]})
+    g.add_edge(START, "say")
+    g.add_edge("say", "copy")
+    out = list(g.compile().stream({"messages": []}, stream_mode="messages"))
+    assert [(m.content, meta["node"]) for m, meta in out] == [("once", "say")]
+
+
+def test_an_exception_in_the_consumer_cancels_the_run_cleanly():
+    ran = []
+
+    async def slow(s):
+        await asyncio.sleep(0.05)
+        ran.append("slow")
+        return {"n": 2}
+
+    g = StateGraph(S)
+    g.add_node("one", lambda s: {"n": 1})
+    g.add_node("slow", slow)
+    g.add_node("after", lambda s: ran.append("after") or {"n": 3})
+    g.add_edge(START, "one")
+    g.add_edge("one", "slow")
+    g.add_edge("slow", "after")
+    with pytest.raises(KeyError):
+        for _ in g.compile().stream({"n": 0}, stream_mode="updates"):
+            raise KeyError("consumer failed")
+    assert "after" not in ran

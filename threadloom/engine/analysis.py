@@ -183,6 +183,7 @@ class DrawableGraph:
             edge_color="#777",
         )
         ax.set_title(self.name)
+        ax.margins(x=0.25, y=0.12)  # room for the labels of the outermost nodes
         ax.axis("off")
         buf = io.BytesIO()
         fig.savefig(buf, format="png", bbox_inches="tight", dpi=120)

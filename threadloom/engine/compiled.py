@@ -270,14 +270,21 @@ class CompiledGraph:
     def _stream_private(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
         loop = _private_loop()
         agen = self.astream(input, config, _blocking_ok=True, **kwargs).__aiter__()
+        step: asyncio.Future[Any] | None = None
         try:
             while True:
+                step = asyncio.ensure_future(agen.__anext__(), loop=loop)
                 try:
-                    item = loop.run_until_complete(agen.__anext__())
+                    item = loop.run_until_complete(step)
                 except StopAsyncIteration:
                     return
                 yield item
         finally:
+            # Interrupted mid-step (Ctrl-C, an exception in the consumer): cancel the step
+            # first, so closing the generator cancels the run instead of failing.
+            if step is not None and not step.done():
+                step.cancel()
+                loop.run_until_complete(asyncio.gather(step, return_exceptions=True))
             loop.run_until_complete(agen.aclose())
 
     def _stream_threaded(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:

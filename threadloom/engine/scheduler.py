@@ -83,6 +83,7 @@ class RunLoop:
         self.sink = sink
         self.inline_sync = True
         self.lease: Any = None
+        self.message_ids: set[str] = set()  # messages already sent to the messages mode
         self.channels: dict[str, Channel] = {k: s.make() for k, s in graph.specs.items()}
         self.versions: dict[str, int] = {}
         self.barriers: dict[str, set[str]] = {}

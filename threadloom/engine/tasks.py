@@ -151,7 +151,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         namespace=loop.namespace,
         resume=task.resume or _NO_RESUME,
         context=loop.context,
-        streamed_ids=set() if "messages" in loop.modes else None,
+        streamed_ids=loop.message_ids if "messages" in loop.modes else None,
     )
     attempt = 0
     debug = loop.emit is not None and "debug" in loop.modes
@@ -263,13 +263,16 @@ def _emit_unstreamed_messages(
 ) -> None:
     from threadloom.engine.runtime import message_metadata
 
-    seen = ctx.streamed_ids or set()
+    seen = ctx.streamed_ids if ctx.streamed_ids is not None else set()
     for _, value in writes:
         items = value if isinstance(value, list) else [value]
         for item in items:
             if getattr(item, "type", None) in ("ai", "tool", "human", "system", "AIMessageChunk"):
-                if getattr(item, "id", None) in seen:
-                    continue
+                mid = getattr(item, "id", None)
+                if mid in seen:
+                    continue  # streamed token by token, or already emitted in this run
+                if mid:
+                    seen.add(mid)
                 loop.emit("messages", (item, message_metadata(ctx)))
 
 
