@@ -226,3 +226,23 @@ def test_async_tool_and_ainvoke() -> None:
                          tools=[Tool("bump", "add one", coroutine=abump)])
     out = asyncio.run(agent.ainvoke({"messages": [("user", "go")]}))
     assert [m.text for m in out["messages"] if m.type == "tool"] == ["1", "2", "3"]
+
+
+def test_update_state_as_model_and_time_travel_follow_the_edges(thread_id: str) -> None:
+    model = ScriptedChatModel(counting_script)
+    agent = create_agent(model, tools=[bump], checkpointer=InMemoryCheckpointer(),
+                         interrupt_before=["tools"])
+    agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
+    paused = agent.get_state(thread_id=thread_id)
+    assert paused.next == ("tools",)
+    ai_id = paused.values["messages"][-1].id
+    config = agent.update_state(paused.config, {"messages": [AIMessage("No tools needed.",
+                                                                        id=ai_id)]},
+                                as_node="model")
+    assert agent.get_state(config).next == ("exit_check",)
+    out = agent.invoke(None, thread_id=thread_id)
+    assert out["exit_reason"] == "text" and out["last_message"].text == "No tools needed."
+    assert len(model.calls) == 1
+    # time travel: resume the original pause point again, from its checkpoint
+    replay = agent.invoke(None, paused.config)
+    assert replay["messages"][2].type == "tool" and replay["messages"][2].text == "1"

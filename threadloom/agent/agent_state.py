@@ -274,7 +274,7 @@ RUN_ARGUMENTS = frozenset({
     "thread_id", "context", "stream_mode", "recursion_limit", "durability", "subgraphs",
 })
 """Names ``run``/``invoke`` take as options; template variables may not use them."""
-HOOK_ONLY_KEYS = frozenset({"continue_run", "jump_to", "hook_context"})
+HOOK_ONLY_KEYS = frozenset({"continue_run", "hook_context"})
 """Keys hooks set or read that the nodes consume at once: no graph channel needed."""
 NODE_KEYS = frozenset({"before_run", "model", "tools", "exit_check", "after_run"})
 

@@ -17,10 +17,16 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, build_schemas, hook_schema
-from threadloom.agent.exit import make_rules
+from threadloom.agent.exit import (
+    after_before_run,
+    after_exit_check,
+    after_model,
+    after_tools,
+    make_rules,
+)
 from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
-from threadloom.agent.nodes import AgentNodes, HookRunner
+from threadloom.agent.nodes import NODE_NAMES, AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
@@ -120,12 +126,13 @@ def create_agent(
     )
     builder = StateGraph(schemas.state, input_schema=schemas.state,
                          output_schema=schemas.output)
-    builder.add_node("before_run", nodes.before_run, destinations=("model",))
-    builder.add_node("model", nodes.model, destinations=("tools", "exit_check"))
-    builder.add_node("tools", nodes.tools, destinations=("exit_check",))
-    builder.add_node("exit_check", nodes.exit_check, destinations=("model", "after_run"))
-    builder.add_node("after_run", nodes.after_run)
+    for node in NODE_NAMES:
+        builder.add_node(node, getattr(nodes, node))
     builder.add_edge(START, "before_run")
+    builder.add_conditional_edges("before_run", after_before_run, ["model"])
+    builder.add_conditional_edges("model", after_model, ["tools", "exit_check"])
+    builder.add_conditional_edges("tools", after_tools, ["exit_check"])
+    builder.add_conditional_edges("exit_check", after_exit_check, ["model", "after_run"])
     builder.add_edge("after_run", END)
     return Agent(builder, settings=settings, nodes=nodes, checkpointer=checkpointer,
                  interrupt_before=interrupt_before, interrupt_after=interrupt_after,

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from threadloom.engine.types import Command
 from threadloom.messages import AIMessage, BaseMessage
 
 TEXT = "text"
@@ -120,7 +122,51 @@ def last_exit(messages: Sequence[BaseMessage], rules: ExitRules) -> str | None:
     return None
 
 
+# -- routing ---------------------------------------------------------------------------------
+# The normal path is drawn by conditional edges that read the state, so that drawings,
+# update_state(as_node=...) and time travel see the real next node. A hook's jump leaves
+# that path: the node writes ``jump_to`` and routes with ``Command(goto=...)``, and the
+# edge functions then route nowhere.
+
+JUMP_NODES = {"model": "model", "tools": "tools", "end": "after_run"}
+
+
+def jump(update: dict[str, Any], to: str) -> Command:
+    """Leave the normal path: ``to`` is ``"model"``, ``"tools"`` or ``"end"``."""
+    update["jump_to"] = to
+    return Command(update=update, goto=JUMP_NODES[to])
+
+
+def after_before_run(state: dict[str, Any]) -> Any:
+    """``before_run`` -> ``model`` (unless a hook jumped)."""
+    return [] if state.get("jump_to") is not None else "model"
+
+
+def after_model(state: dict[str, Any]) -> Any:
+    """``model`` -> ``tools`` when the last AI message asks for tools, else ``exit_check``."""
+    if state.get("jump_to") is not None:
+        return []
+    if state.get("stop_run") is not None:
+        return "exit_check"
+    messages = state.get("messages") or ()
+    last: Any = messages[-1] if messages else None
+    if last is not None and last.type == "ai" and (last.tool_calls or last.invalid_tool_calls):
+        return "tools"
+    return "exit_check"
+
+
+def after_tools(state: dict[str, Any]) -> Any:
+    """``tools`` -> ``exit_check`` (unless a hook jumped or a paused call reruns ``tools``)."""
+    return [] if state.get("jump_to") is not None else "exit_check"
+
+
+def after_exit_check(state: dict[str, Any]) -> str:
+    """``exit_check`` -> ``after_run`` once ``exit_reason`` is set, else back to ``model``."""
+    return "after_run" if state.get("exit_reason") is not None else "model"
+
+
 __all__ = [
-    "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules", "last_exit", "make_rules",
+    "JUMP_NODES", "after_before_run", "after_exit_check", "after_model", "after_tools",
+    "jump", "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules", "last_exit", "make_rules",
     "reply_exit", "tools_exit",
 ]

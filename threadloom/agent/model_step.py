@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, messages_update, sum_usage
-from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS
+from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump
 from threadloom.agent.requests import (
     ModelRequest,
     RunOptions,
@@ -149,7 +149,8 @@ class ModelStep:
 
     # -- the node ---------------------------------------------------------------------------
 
-    async def __call__(self, nodes: AgentNodes, state: dict[str, Any], opts: RunOptions) -> Command:
+    async def __call__(self, nodes: AgentNodes, state: dict[str, Any],
+                       opts: RunOptions) -> dict[str, Any] | Command:
         """The ``model`` node (see ``AgentNodes.model``)."""
         stored = state["messages"]
         messages, update, view = stored, {}, state
@@ -164,7 +165,7 @@ class ModelStep:
             update["exit_reason"] = MAX_STEPS
             messages = answer_pending(messages, "the run reached max_agent_steps")
             update["messages"] = messages_update(stored, messages)
-            return Command(update=update, goto="after_run")
+            return jump(update, "end")
         history = repair_tool_pairs(messages)
         system = nodes.prompts.system_text(nodes.prompts.values(view)) if (
             nodes.prompts.system is not None) else None
@@ -194,25 +195,22 @@ class ModelStep:
             if control.stop_run is not None or control.jump_to is not None:
                 return self._leave(nodes, stored, messages, update, control)
         update["messages"] = messages_update(stored, messages)
-        last = messages[-1] if messages else None
-        wants_tools = last is not None and last.type == "ai" and bool(
-            last.tool_calls or last.invalid_tool_calls)  # type: ignore[attr-defined]
-        return Command(update=update, goto="tools" if wants_tools else "exit_check")
+        return update
 
     def _leave(self, nodes: AgentNodes, stored: list[BaseMessage], messages: list[BaseMessage],
-               update: dict[str, Any], control: Any) -> Command:
+               update: dict[str, Any], control: Any) -> dict[str, Any] | Command:
         if control.stop_run is not None:
-            update["stop_run"] = control.stop_run
-            target, why = "exit_check", f"the run was stopped by a hook ({control.stop_run})"
+            update["stop_run"] = control.stop_run  # the edge goes to exit_check
+            why, to = f"the run was stopped by a hook ({control.stop_run})", None
         elif control.jump_to == "end":
             update["exit_reason"] = JUMP_END
-            target, why = "after_run", "the run was ended by a hook"
+            why, to = "the run was ended by a hook", "end"
         else:
-            target, why = control.jump_to, f"a hook jumped to {control.jump_to!r}"
-        if target != "tools":
+            why, to = f"a hook jumped to {control.jump_to!r}", control.jump_to
+        if to != "tools":
             messages = answer_pending(messages, why)
         update["messages"] = messages_update(stored, messages)
-        return Command(update=update, goto=target)
+        return update if to is None else jump(update, to)
 
     async def _ask(self, system: str | None, history: list[BaseMessage], state: dict[str, Any],
                    opts: RunOptions, step: int) -> AIMessage:

@@ -9,8 +9,9 @@ START -> before_run -> model -> tools -> exit_check -> after_run -> END
 
 Every node is async and reads the run's options (``RunOptions``) from the engine's task
 context, so nothing per-run that cannot be stored (callbacks, request-scoped objects)
-enters the checkpoint. Nodes route with ``Command(goto=...)``. Hooks run only where some
-are configured; without hooks a node builds no ``State`` at all. Tool execution lives in
+enters the checkpoint. Conditional edges (``threadloom.agent.exit``) route the normal
+path from the state; a hook's jump routes with ``Command(goto=...)``. Hooks run only where
+some are configured; without hooks a node builds no ``State`` at all. Tool execution lives in
 ``threadloom.agent.tool_step``; the model call in ``threadloom.agent.model_step``.
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.agent.agent_state import Control, HookBridge, messages_update
-from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, last_exit
+from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exit
 from threadloom.agent.hooks import run_hooks
 from threadloom.agent.requests import Prompts, answer_pending, run_options
 from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
@@ -94,33 +95,31 @@ class AgentNodes:
             rendered = self.prompts.user_messages(values)
             if rendered:
                 messages = [*messages, *rendered]
-        target = "model"
+        target = None
         if self.hooks.has("before_run"):
             values = {**state, **update, "step_count": 0, "token_usage": dict(ZERO_USAGE),
                       "tool_call_counts": {}}
             changes, control, messages, _ = await self.hooks.run(
                 "before_run", values, messages, run_options().hook_context)
             update.update(changes)
-            target = self._jump(control, update, "model")
-            if target != "model":
+            target = self._jump(control, update)
+            if target == "end":
                 messages = answer_pending(messages, "the run was ended by a hook")
         update["messages"] = messages_update(state["messages"], messages)
-        return [dict(_RESET), Command(update=update, goto=target)]
+        return [dict(_RESET), update if target is None else jump(update, target)]
 
-    def _jump(self, control: Control, update: dict[str, Any], default: str) -> str:
+    @staticmethod
+    def _jump(control: Control, update: dict[str, Any]) -> str | None:
         if control.stop_run is not None:
             update["exit_reason"] = control.stop_run
-            return "after_run"
+            return "end"
         if control.jump_to == "end":
             update["exit_reason"] = JUMP_END
-            return "after_run"
-        if control.jump_to in ("model", "tools"):
-            return control.jump_to
-        return default
+        return control.jump_to
 
     # -- model ------------------------------------------------------------------------------
 
-    async def model(self, state: dict[str, Any]) -> Command:
+    async def model(self, state: dict[str, Any]) -> dict[str, Any] | Command:
         """Run ``before_llm`` hooks, call the model, record usage, run ``after_llm`` hooks."""
         return await self.model_step(self, state, run_options())
 
@@ -132,7 +131,7 @@ class AgentNodes:
 
     # -- exit_check -------------------------------------------------------------------------
 
-    async def exit_check(self, state: dict[str, Any]) -> Command:
+    async def exit_check(self, state: dict[str, Any]) -> dict[str, Any]:
         """Decide: end the run (with its ``exit_reason``) or call the model again."""
         messages = state["messages"]
         reason = state.get("stop_run")
@@ -146,10 +145,10 @@ class AgentNodes:
             reason, update = await self._on_exit(state, reason)
         if reason is None:
             if (state.get("step_count") or 0) + update.get("step_count", 0) < self.rules.max_steps:
-                return Command(update=update, goto="model")
+                return update
             reason = MAX_STEPS
         update["exit_reason"] = reason
-        return Command(update=update, goto="after_run")
+        return update
 
     async def _on_exit(self, state: dict[str, Any], reason: Any) -> tuple[Any, dict[str, Any]]:
         values = {**state, "exit_reason": reason}

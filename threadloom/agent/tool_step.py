@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, messages_update
-from threadloom.agent.exit import JUMP_END
+from threadloom.agent.exit import JUMP_END, jump
 from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending
 from threadloom.agent.structured import ToolStrategy
@@ -161,7 +161,7 @@ class ToolStep:
         stored = state["messages"]
         index = last_ai_index(stored)
         if index is None:
-            return Command(goto="exit_check")
+            return {}
         toolset = self.toolset(state, opts)
         messages = await self._answer_broken(toolset, stored, index)
         update: dict[str, Any] = {}
@@ -169,21 +169,21 @@ class ToolStep:
         if nodes.hooks.has("before_tool"):
             update, control, messages, view = await nodes.hooks.run(
                 "before_tool", state, messages, opts.hook_context)
-            target = _target(control, update, None)
-            if target is not None and target != "tools":
+            target = _target(control, update)
+            if target not in (None, "tools"):
                 messages = answer_pending(messages, _why(control))
                 update["messages"] = messages_update(stored, messages)
-                return Command(update=update, goto=target)
+                return update if target == "exit_check" else jump(update, target)
             index = last_ai_index(messages)
             if index is None:
                 update["messages"] = messages_update(stored, messages)
-                return Command(update=update, goto="exit_check")
+                return update
         ai: Any = messages[index]
         done = answered(messages, index)
         pending = [c for c in ai.tool_calls if c.get("id") not in done]
         results, commands, again = await self._run(toolset, ai, pending, view, update, opts)
         messages = in_call_order([*messages, *results], index)
-        target = "tools" if again else "exit_check"
+        target: str | None = "tools" if again else None
         if not again and nodes.hooks.has("after_tool"):
             values = {**view, **{k: v for k, v in update.items() if k == "structured_response"}}
             changes, control, messages, _ = await nodes.hooks.run(
@@ -193,12 +193,12 @@ class ToolStep:
                     add_delta(update, key, value)
                 else:
                     update[key] = value
-            target = _target(control, update, target)
-            if target != "tools":
+            target = _target(control, update)
+            if target not in (None, "tools"):
                 messages = answer_pending(messages, _why(control))
         update["messages"] = messages_update(stored, messages)
-        command = Command(update=update, goto=target)
-        return [command, *commands] if commands else command
+        result: Any = update if target in (None, "exit_check") else jump(update, target)
+        return [result, *commands] if commands else result
 
     async def _answer_broken(
         self, toolset: ToolNode, messages: list[BaseMessage], index: int
@@ -289,16 +289,14 @@ class ToolStep:
         return results, commands, bool(paused)
 
 
-def _target(control: Any, update: dict[str, Any], default: str | None) -> str | None:
+def _target(control: Any, update: dict[str, Any]) -> str | None:
+    """Where hooks send the run: None (stay), ``"exit_check"`` (stop_run), or a jump."""
     if control.stop_run is not None:
         update["stop_run"] = control.stop_run
         return "exit_check"
     if control.jump_to == "end":
         update["exit_reason"] = JUMP_END
-        return "after_run"
-    if control.jump_to in ("model", "tools"):
-        return control.jump_to
-    return default
+    return control.jump_to
 
 
 def _why(control: Any) -> str:
