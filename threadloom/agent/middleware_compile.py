@@ -58,10 +58,13 @@ def _make_hook(mw: AgentMiddleware, hook: str, impl: Callable[..., Any]) -> Call
 def _runtime(hook_context: Any) -> MiddlewareRuntime:
     from threadloom.engine.runtime import current_task
 
+    from threadloom.agent.requests import run_options
+
     task = current_task()
     if task is None:
         return MiddlewareRuntime(hook_context, {}, hook_context)
-    context = task.context if task.context is not None else hook_context
+    user = run_options().user_context
+    context = user if user is not None else hook_context
     return MiddlewareRuntime(context, task.config, hook_context)
 
 

@@ -96,6 +96,8 @@ class OpenAIChatModel(BaseChatModel):
         ValueError: ``tool_calling`` is not one of the three modes.
     """
 
+    supports_structured_output = True  # response_format json_schema (native strategy)
+
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  *, organization: str | None = None, timeout: float | None = None,
                  max_retries: int | None = None, empty_content: str | None = "",
