@@ -20,6 +20,7 @@ from threadloom.checkpoint.base import (
     SCHEDULED,
     Checkpoint,
     CheckpointTuple,
+    make_config,
     new_checkpoint_id,
 )
 from threadloom.engine.channels import MISSING, Channel
@@ -177,7 +178,7 @@ class RunLoop:
                 )
         if self.saved is not None:
             self._restore(self.saved.checkpoint)
-            self.checkpoint_config = self.saved.config
+            self.checkpoint_config = self._own(self.saved.config)
         if isinstance(input, Command) and input.resume is None and input.goto == ():
             input = input.update
         if isinstance(input, Command):
@@ -289,6 +290,7 @@ class RunLoop:
             return
         result = task.result
         writes = [*result.writes, (SCHEDULED, result.goto_payload())]
+        await self._flush_pending_put()
         await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
@@ -300,6 +302,7 @@ class RunLoop:
                 await self._put_now(self._unsaved_exit)
             base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
             task.id = task_id(base, self.step, task.index, task.name)
+        await self._flush_pending_put()
         writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
         if task.resume:
             writes.append((RESUME, list(task.resume)))
@@ -310,6 +313,7 @@ class RunLoop:
             return
         text = f"{type(exc).__name__}: {exc}"
         try:
+            await self._flush_pending_put()
             await self._cp_call(
                 "put_writes", self.checkpoint_config, [("__error__", text)], task.id
             )
@@ -396,12 +400,19 @@ class RunLoop:
         await self._flush_pending_put()
         if self.lease is not None:
             await self.lease.renew_if_due()
+        parent = self.checkpoint_config
         if self.durability == "async" and not self.blocking_ok:
+            # Name the new checkpoint at once: writes of the next step belong to it, and
+            # are saved only after it (every put_writes waits for the pending put).
+            conf = self.config["configurable"]
+            self.checkpoint_config = self._own(
+                make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), checkpoint["id"])
+            )
             self.pending_put = asyncio.ensure_future(
-                self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))
+                self._put_now((parent, checkpoint, metadata, new_versions))
             )
         else:
-            await self._put_now((self.checkpoint_config, checkpoint, metadata, new_versions))
+            await self._put_now((parent, checkpoint, metadata, new_versions))
         if self.emit is not None and ("checkpoints" in self.modes or "debug" in self.modes):
             event = {"id": checkpoint["id"], "metadata": metadata, "next": planned.node_names(),
                      "values": self.output()}
@@ -412,8 +423,16 @@ class RunLoop:
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
         config = await self._cp_call("put", *args)
-        self.checkpoint_config = config
+        self.checkpoint_config = self._own(config)
         self._unsaved_exit = None
+
+    def _own(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` carrying this run's lease token, so every write is fenced."""
+        token = (self.config.get("configurable") or {}).get("__lease_token")
+        conf = config.get("configurable") or {}
+        if token is None or conf.get("__lease_token") == token:
+            return config
+        return {**config, "configurable": {**conf, "__lease_token": token}}
 
     async def _flush_pending_put(self) -> None:
         if self.pending_put is not None:

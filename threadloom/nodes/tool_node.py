@@ -327,17 +327,18 @@ def _truncated_text(name: str, raw: Any) -> str:
 def idempotency_key(
     config: dict[str, Any] | None, tool_call_id: str, task_id: str | None = None
 ) -> str:
-    """A key stable across re-runs of the same call: ``thread:[ns:]checkpoint:call``.
+    """A key stable across re-runs of the same call: ``thread:[ns:]task:call``.
 
-    Uses ``config["configurable"]`` (``thread_id``, ``checkpoint_ns``, ``checkpoint_id``)
-    when the run has a thread. Without a ``checkpoint_id`` there, the engine's task id
-    (derived from the checkpoint the step started from, so equal on a re-run) stands in.
-    Without a thread, the tool call id alone.
+    The engine's task id is derived from the checkpoint the step started from, so a step
+    run again after a crash or a pause gets the same one, whether the run started from
+    the thread's head or from an explicit ``checkpoint_id`` (a fork). Without a task id
+    (a tool node called outside a run), the config's ``checkpoint_id`` stands in; without
+    a thread, the tool call id alone.
     """
     configurable = (config or {}).get("configurable") or {}
     thread_id = configurable.get("thread_id")
     if thread_id is None:
         return tool_call_id
-    step = configurable.get("checkpoint_id") or task_id or ""
+    step = task_id or configurable.get("checkpoint_id") or ""
     parts = [str(thread_id), configurable.get("checkpoint_ns") or "", step, tool_call_id]
     return ":".join(p for p in parts if p)

@@ -42,8 +42,9 @@ class InjectedConfig:
 class InjectedIdempotencyKey:
     """Marks a parameter that receives a stable key for this call (a ``str``).
 
-    The key is ``"{thread_id}:{checkpoint_id}:{tool_call_id}"`` when the run has a
-    checkpointer (so a call re-run after a crash gets the same key), else the tool call id.
+    The key is ``"{thread_id}:{task_id}:{tool_call_id}"`` when the run has a thread; the
+    engine's task id comes from the checkpoint the step started from, so a call re-run
+    after a crash or a pause gets the same key. Without a thread: the tool call id.
     Pass it to external systems that deduplicate requests.
     """
 
