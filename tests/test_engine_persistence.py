@@ -333,3 +333,11 @@ def test_a_run_that_lost_its_lease_cannot_write(tmp_path, thread_id):
     snap = g2.compile(checkpointer=cp).get_state(thread_id=thread_id)
     assert snap.values.get("n") != 99
     cp.close()
+
+
+def test_interrupt_without_a_checkpointer_is_a_clear_error():
+    from threadloom.engine.errors import GraphRunError
+
+    with pytest.raises(GraphRunError, match="no checkpointer") as info:
+        approval_graph([]).compile().invoke({"request": "x"})
+    assert "'ask'" in str(info.value)

@@ -269,3 +269,35 @@ def test_node_name_colliding_with_state_key_is_refused():
         g.add_node("a", lambda s: None)
     with pytest.raises(GraphBuildError, match="reserved"):
         g.add_node(END, lambda s: None)
+
+
+class Typed(BaseModel):
+    n: int
+    tags: list[str] = []
+
+
+def test_pydantic_state_validates_the_input_like_langgraph():
+    g = StateGraph(Typed)
+    g.add_node("inc", lambda s: {"n": s.n + 1})
+    g.add_edge(START, "inc")
+    app = g.compile()
+    assert app.invoke({"n": "41"})["n"] == 42  # coerced as pydantic does
+    with pytest.raises(InvalidUpdateError, match="'n'") as info:
+        app.invoke({"n": "abc"})
+    assert info.value.field == "n"
+    with pytest.raises(InvalidUpdateError, match="missing required"):
+        app.invoke({})
+    with pytest.raises(InvalidUpdateError, match="'tags'"):
+        app.invoke({"n": 1, "tags": 5})
+
+
+def test_dataclass_state_missing_field_is_an_update_error():
+    @dataclasses.dataclass
+    class Needs:
+        n: int
+
+    g = StateGraph(Needs)
+    g.add_node("inc", lambda s: {"n": s.n + 1})
+    g.add_edge(START, "inc")
+    with pytest.raises(InvalidUpdateError, match="Needs"):
+        g.compile().invoke({})

@@ -20,7 +20,6 @@ import enum
 import sys
 from pathlib import Path
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -76,7 +75,7 @@ def draw(
     if fmt is DrawFormat.mermaid:
         text = graph.draw_mermaid()
         if output is None:
-            click.echo(text, nl=False)
+            typer.echo(text, nl=False)
             return
         output.write_text(text, "utf-8")
     else:
@@ -86,7 +85,7 @@ def draw(
             graph.draw_png(str(output))
         except ImportError as exc:
             raise CliError("PNG drawing needs matplotlib: pip install 'threadloom[draw]'") from exc
-    click.echo(f"wrote {output}", err=True)
+    typer.echo(f"wrote {output}", err=True)
 
 
 @models_app.command("pull")
@@ -100,9 +99,9 @@ def models_pull(name: str = typer.Argument("smollm2", help="a known model name")
         raise CliError(f"unknown local model {name!r}; known: {', '.join(sorted(LOCAL_MODELS))}",
                        2)
     path = pull_with_progress(spec.name, Console(stderr=True))
-    click.echo(f"{spec.filename}: SHA-256 {spec.sha256} verified")
-    click.echo(f"saved at {path}")
-    click.echo(f"licence: {spec.license} (weights: {spec.source})")
+    typer.echo(f"{spec.filename}: SHA-256 {spec.sha256} verified")
+    typer.echo(f"saved at {path}")
+    typer.echo(f"licence: {spec.license} (weights: {spec.source})")
 
 
 def pull_with_progress(name: str, console: Console) -> Path:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import click
+import typer
 
 __all__ = [
     "CliError", "as_graph", "dumps", "friendly", "jsonable", "load_target",
@@ -50,7 +50,7 @@ def _one_line(text: str) -> str:
 
 def fail(message: str, code: int) -> None:
     """Print ``error: <message>`` as one line on stderr and exit with ``code``."""
-    click.echo(f"error: {_one_line(message)}", err=True)
+    typer.echo(f"error: {_one_line(message)}", err=True)
     raise SystemExit(code)
 
 
@@ -65,7 +65,7 @@ def friendly(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
+        except (SystemExit, typer.Exit, typer.Abort, typer.TyperException):
             raise
         except CliError as exc:
             fail(str(exc), exc.code)

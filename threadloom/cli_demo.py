@@ -17,7 +17,6 @@ import sys
 import uuid
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 
@@ -88,7 +87,7 @@ def choose_model(spec: str | None, scripted: bool = False,
             return model, chosen
         if explicit:
             raise CliError(f"{chosen} is not available: {why}")
-        click.echo(f"notice: local model unavailable ({why}); using the scripted demo model",
+        typer.echo(f"notice: local model unavailable ({why}); using the scripted demo model",
                    err=True)
         return _scripted(), "scripted"
     from threadloom.models import init_chat_model
@@ -112,9 +111,9 @@ def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
         calls = value.get("tool_calls", []) if isinstance(value, dict) else []
         for call in calls:
             args = ", ".join(f"{k}={v!r}" for k, v in call.get("args", {}).items())
-            click.echo(f"approval needed: {call.get('name')}({args})")
+            typer.echo(f"approval needed: {call.get('name')}({args})")
         if not calls:
-            click.echo(f"approval needed: {dumps(value, indent=None)}")
+            typer.echo(f"approval needed: {dumps(value, indent=None)}")
     answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n").strip()
     if answer.lower().startswith("y"):
         return {"approve": True}
@@ -140,10 +139,10 @@ def _drive(agent: Any, thread: str, value: Any, approve: bool | None, db_flag: s
             return
         decision = _decision(approve, pending)
         if decision is None:
-            click.echo(f"thread {thread} is waiting for a human approval (stdin is not a "
+            typer.echo(f"thread {thread} is waiting for a human approval (stdin is not a "
                        "terminal, so it was not asked here)")
             return
-        click.echo(f"answer: {dumps(decision, indent=None)}")
+        typer.echo(f"answer: {dumps(decision, indent=None)}")
         value = Command(resume=decision)
 
 
@@ -153,20 +152,20 @@ def _summary(agent: Any, data: DemoData, thread: str, db_flag: str) -> None:
     usage = values.get("token_usage") or {}
     counts = values.get("tool_call_counts") or {}
     tools = ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
-    click.echo("--- summary ---")
+    typer.echo("--- summary ---")
     reason = "(paused for approval)" if state.interrupts else values.get("exit_reason")
-    click.echo(f"exit reason: {reason} | steps: {values.get('step_count')} | "
+    typer.echo(f"exit reason: {reason} | steps: {values.get('step_count')} | "
                f"tokens: in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)}"
                f" / total {usage.get('total_tokens', 0)}")
-    click.echo(f"tool calls: {tools}")
-    click.echo(f"audit log: {len(data.audit_rows(thread))} entries for this thread")
-    click.echo(f"thread: {thread}")
+    typer.echo(f"tool calls: {tools}")
+    typer.echo(f"audit log: {len(data.audit_rows(thread))} entries for this thread")
+    typer.echo(f"thread: {thread}")
     if state.interrupts:
-        click.echo(f"answer it: threadloom resume {thread} --approve{db_flag}  (or --reject "
+        typer.echo(f"answer it: threadloom resume {thread} --approve{db_flag}  (or --reject "
                    "\"reason\")")
     else:
-        click.echo(f"resume it: threadloom demo --resume {thread}{db_flag} \"next question\"")
-    click.echo(f"history:   threadloom threads history {thread} --db {data.path}")
+        typer.echo(f"resume it: threadloom demo --resume {thread}{db_flag} \"next question\"")
+    typer.echo(f"history:   threadloom threads history {thread} --db {data.path}")
 
 
 def _db_flag(db: str) -> str:
@@ -197,12 +196,12 @@ def demo_command(
     chat_model, label = choose_model(model, scripted, data.thread_model(thread))
     data.remember_model(thread, label)
     agent = build_demo_agent(chat_model, data, cp)
-    click.echo(f"threadloom demo | model {label} | thread {thread} | db {db}")
+    typer.echo(f"threadloom demo | model {label} | thread {thread} | db {db}")
     pending = agent.get_state(thread_id=thread).interrupts if resume else ()
     try:
         _turns(agent, thread, question, approve, db, pending)
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: thread {thread} keeps its last checkpoint; continue with: "
+        typer.echo(f"\ninterrupted: thread {thread} keeps its last checkpoint; continue with: "
                    f"threadloom demo --resume {thread}{_db_flag(db)}", err=True)
         raise SystemExit(130) from None
     _summary(agent, data, thread, _db_flag(db))
@@ -220,7 +219,7 @@ def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, 
                _db_flag(db))
     if question is not None or not pending:
         question = question or DEFAULT_QUESTION
-        click.echo(f"you: {question}")
+        typer.echo(f"you: {question}")
         _drive(agent, thread, {"messages": [("user", question)]}, approve, _db_flag(db))
 
 
@@ -240,7 +239,7 @@ def continue_demo(thread: str, payload: Any, db: str, model: str | None) -> None
     agent = build_demo_agent(chat_model, data, cp)
     if not agent.get_state(thread_id=thread).interrupts:
         raise CliError(f"thread {thread!r} has no pending interrupt to answer")
-    click.echo(f"threadloom demo | model {label} | thread {thread} | answer "
+    typer.echo(f"threadloom demo | model {label} | thread {thread} | answer "
                f"{dumps(payload, indent=None)}")
     _drive(agent, thread, Command(resume=payload), None, _db_flag(db))
     _summary(agent, data, thread, _db_flag(db))

@@ -9,7 +9,6 @@ import sys
 import uuid
 from typing import Any
 
-import click
 import typer
 
 from threadloom.cli_common import (
@@ -71,14 +70,14 @@ def new_view(show: str = "messages") -> RunView:
 def _report(graph: Any, thread_id: str, resume_hint: str) -> None:
     state = graph.get_state(thread_id=thread_id)
     if state.interrupts:
-        click.echo(f"thread {thread_id} is waiting; answer with: {resume_hint}")
+        typer.echo(f"thread {thread_id} is waiting; answer with: {resume_hint}")
         return
     if state.next:
-        click.echo(f"thread {thread_id} stopped before: {', '.join(state.next)}")
+        typer.echo(f"thread {thread_id} stopped before: {', '.join(state.next)}")
         return
-    click.echo(f"final state: {dumps(state.values, indent=None)}")
+    typer.echo(f"final state: {dumps(state.values, indent=None)}")
     count = len(list(graph.get_state_history(thread_id=thread_id)))
-    click.echo(f"thread {thread_id} finished ({count} checkpoints)")
+    typer.echo(f"thread {thread_id} finished ({count} checkpoints)")
 
 
 @friendly
@@ -97,13 +96,13 @@ def run_command(
     value = parse_json_arg(input_, "--input")
     graph = as_graph(load_target(target), open_checkpointer(db, must_exist=False), target)
     thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"
-    click.echo(f"thread {thread_id} | db {db}")
+    typer.echo(f"thread {thread_id} | db {db}")
     config = {"recursion_limit": recursion_limit} if recursion_limit else None
     try:
         stream_run(graph, value, thread_id, new_view(stream_mode.value), (stream_mode.value,),
                    config)
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: thread {thread_id} keeps its last checkpoint; continue "
+        typer.echo(f"\ninterrupted: thread {thread_id} keeps its last checkpoint; continue "
                    f"with: threadloom run {target} --thread {thread_id} --input null "
                    f"--db {db}", err=True)
         raise SystemExit(130) from None

@@ -17,7 +17,6 @@ import sys
 import uuid
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -91,7 +90,7 @@ def list_threads(db: str = DB, postgres: str | None = PG) -> None:
         table.add_row(thread, str(len(items)), str(last.metadata.get("step", "")),
                       _status(last), _next(last), str(last.checkpoint.get("ts", ""))[:19])
     if not table.row_count:
-        click.echo(f"no threads in {where}")
+        typer.echo(f"no threads in {where}")
         return
     _console().print(table)
 
@@ -106,7 +105,7 @@ def show(thread: str, checkpoint: str | None = typer.Option(None, "--checkpoint"
     require_thread(cp, thread, where)
     saved = _find(cp, thread, checkpoint) if checkpoint else cp.get_tuple(_config(thread))
     interrupts = [w.value for w in saved.pending_writes if w.channel == "__interrupt__"]
-    click.echo(dumps({
+    typer.echo(dumps({
         "thread_id": thread,
         "checkpoint_id": saved.config["configurable"]["checkpoint_id"],
         "step": saved.metadata.get("step"),
@@ -185,7 +184,7 @@ def fork(thread: str,
             raise CliError("--as-node needs --graph (routing needs the graph)", 2)
         new = _fork_direct(cp, saved, values)
     new_id = new["configurable"]["checkpoint_id"]
-    click.echo(f"forked thread {thread} at {saved.config['configurable']['checkpoint_id']} "
+    typer.echo(f"forked thread {thread} at {saved.config['configurable']['checkpoint_id']} "
                f"-> new checkpoint {new_id}")
 
 
@@ -196,4 +195,4 @@ def delete(thread: str, db: str = DB, postgres: str | None = PG) -> None:
     cp, where = _store(db, postgres)
     require_thread(cp, thread, where)
     cp.delete_thread(thread)
-    click.echo(f"deleted thread {thread}")
+    typer.echo(f"deleted thread {thread}")

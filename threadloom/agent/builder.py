@@ -13,6 +13,7 @@ time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -219,8 +220,7 @@ class Agent(CompiledGraph):
         return input, RunOptions(
             hook_context=picked["hook_context"], generation_kwargs=picked["generation_kwargs"],
             streaming_callback=picked["streaming_callback"], extra_tools=extra,
-            user_context=context, tool_names=names, trace=tracing_active(),
-            inline=bool(options.get("_blocking_ok")))
+            user_context=context, tool_names=names, trace=tracing_active())
 
     def _run_tools(self, tools: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         configured = {t.name: t for t in self.tools}
@@ -268,8 +268,13 @@ class Agent(CompiledGraph):
         """Stream the agent's run; see ``CompiledGraph.astream`` and the class docstring."""
         input, options = self._prepare(input, kwargs)
         kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
-        async for item in super().astream(input, config, context=options, **kwargs):
-            yield item
+        # aclosing: closing this generator early must close (and so cancel) the run now,
+        # not whenever the garbage collector finalizes the inner generator.
+        async with contextlib.aclosing(
+            super().astream(input, config, context=options, **kwargs)
+        ) as events:
+            async for item in events:
+                yield item
 
     def run(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
         """Run once and return the output dict (Haystack's ``Agent.run``).

@@ -37,8 +37,6 @@ class RunOptions:
         extra_tools: ``Tool`` objects given at run time beyond the configured ones.
         tool_names: names of the tools offered in this run (None: all configured ones).
         trace: OpenTelemetry spans are recorded (checked once per run).
-        inline: the run was started from a sync entry point, so a lone sync tool call
-            may run on the run's own (private) event loop thread instead of a worker.
         user_context: the ``context=`` object of the call (middleware ``runtime.context``).
     """
 
@@ -49,7 +47,6 @@ class RunOptions:
     user_context: Any = None
     tool_names: tuple[str, ...] | None = None
     trace: bool = False
-    inline: bool = False
 
 
 NO_OPTIONS = RunOptions()

@@ -22,7 +22,6 @@ resume never runs a finished tool twice (case H04).
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,6 @@ from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
 from threadloom.engine.types import Command
 from threadloom.messages import AIMessage, BaseMessage, ToolMessage
 from threadloom.nodes.tool_node import ToolNode
-from threadloom.tools import Tool
 
 if TYPE_CHECKING:
     from threadloom.agent.nodes import AgentNodes
@@ -101,25 +99,6 @@ def _split(result: Any, call: dict[str, Any]) -> Outcome:
     return mine, Command(update=update or None, goto=result.goto, graph=result.graph)
 
 
-class _InlineTool(Tool):
-    """A sync tool run on the calling thread (see ``RunOptions.inline``), not a worker."""
-
-    async def arun_validated(self, validated: Any, *, state: Any = None,
-                             tool_call_id: str | None = None, config: dict[str, Any] | None = None,
-                             idempotency_key: str | None = None) -> Any:
-        return self.invoke(validated.model_dump(by_alias=True), state=state,
-                           tool_call_id=tool_call_id, config=config,
-                           idempotency_key=idempotency_key)
-
-
-def _inline(t: Tool) -> Tool:
-    if t.coroutine is not None or t.func is None or type(t) is not Tool:
-        return t
-    clone = copy.copy(t)
-    clone.__class__ = _InlineTool
-    return clone
-
-
 class ToolStep:
     """Runs the ``tools`` node (see the module docstring).
 
@@ -137,8 +116,6 @@ class ToolStep:
         self.structured = strategy if isinstance(strategy, ToolStrategy) else None
         self.wrappers = list(wrappers)
         self._subsets: dict[tuple[str, ...], ToolNode] = {}
-        self.inline_node = ToolNode([_inline(t) for t in tools.values()],
-                                    handle_tool_errors=tool_node.handle_tool_errors)
 
     def toolset(self, state: dict[str, Any], opts: RunOptions) -> ToolNode:
         """The ``ToolNode`` over this run's tools (the run's tool names, run-time tools)."""
@@ -235,8 +212,6 @@ class ToolStep:
         task = current_task()
         config = task.config if task is not None else {}
         if not self.wrappers and len(normal) == 1:
-            if opts.inline and toolset is self.node:
-                toolset = self.inline_node
             outcome = (await toolset.run_tool_calls(
                 _message_for(ai, normal), state=view, config=config))[0]
             outcomes: list[Any] = [_split(outcome, normal[0])]

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_json as _FAST_DUMPS
 
 from threadloom.checkpoint.serde_builtin import (
     ENVELOPE_REVIVERS,
@@ -55,6 +56,16 @@ from threadloom.engine.types import Command, Interrupt, Send
 _TAG_BYTES = TAG.encode()
 ENCRYPTED_PREFIX = b"TLENC1:"
 _JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def _slow_dumps(tree: Any, path: str) -> bytes:
+    try:
+        return _JSON_DUMPS(tree).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: stored as tagged UTF-8 bytes
+        return _JSON_DUMPS(escape_surrogates(tree)).encode("utf-8")
+    except ValueError as exc:
+        where = path or "value"
+        raise SerializationError(f"cannot serialize {where}: {exc}", path=path) from exc
 
 
 class _Unsupported(Exception):
@@ -143,12 +154,12 @@ class Codec:
         """
         tree = self.to_json(value, path=path)
         try:
-            data = _JSON_DUMPS(tree).encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: stored as tagged UTF-8 bytes
-            data = _JSON_DUMPS(escape_surrogates(tree)).encode("utf-8")
-        except ValueError as exc:
-            where = path or "value"
-            raise SerializationError(f"cannot serialize {where}: {exc}", path=path) from exc
+            # The tree is plain JSON by now; pydantic-core writes it ~4x faster than the
+            # stdlib, to the same compact form (a float may show its exponent as e-7
+            # rather than e-07: the same number).
+            data = _FAST_DUMPS(tree)
+        except Exception:  # noqa: BLE001 - lone surrogates, very deep trees: slow path
+            data = _slow_dumps(tree, path)
         if self.encrypt is not None:
             return ENCRYPTED_PREFIX + self.encrypt(data)
         return data
@@ -193,6 +204,11 @@ class Codec:
         i = 0
         try:
             for i, item in enumerate(v):  # noqa: B007 - i is read by the except clause
+                t = type(item)
+                if t is str or t is int or t is bool or item is None:  # as _enc, no call
+                    if out is not None:
+                        out.append(item)
+                    continue
                 e = enc(item)
                 if e is not item and out is None:
                     out = v[:i]
@@ -211,6 +227,11 @@ class Codec:
             for key, item in v.items():
                 if type(key) is not str or key == TAG:
                     break
+                t = type(item)
+                if t is str or t is int or t is bool or item is None:  # as _enc, no call
+                    if out is not None:
+                        out[key] = item
+                    continue
                 e = enc(item)
                 if e is not item and out is None:
                     out = {}

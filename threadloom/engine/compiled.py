@@ -20,7 +20,7 @@ from threadloom.engine.analysis import DrawableGraph
 from threadloom.engine.errors import ThreadBusyError
 from threadloom.engine.lease import ThreadLease
 from threadloom.engine.scheduler import RunLoop
-from threadloom.engine.schema import state_builder
+from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
 from threadloom.engine.types import END, START, Durability
@@ -96,6 +96,7 @@ class CompiledGraph:
         self.nodes = dict(builder.nodes)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
+        self.validate_input = input_validator(builder.state_schema, self.specs)
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))

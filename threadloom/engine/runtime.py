@@ -34,7 +34,13 @@ class GraphInterrupt(BaseException):  # noqa: N818 - a control-flow signal, not 
 
 @dataclass(slots=True)
 class TaskContext:
-    """Per-task run context (one per node call)."""
+    """Per-task run context (one per node call).
+
+    ``blocking_ok`` is True when the task runs alone in its super-step on the private
+    event loop of a sync entry point (``invoke``/``stream``): nothing else shares that
+    loop, so the node may make a sync call on it (a lone sync tool call, say) instead of
+    handing it to a worker thread. It is False in every async run.
+    """
 
     node: str
     step: int
@@ -48,6 +54,7 @@ class TaskContext:
     interrupt_index: int = 0
     context: Any = None
     streamed_ids: set[str] | None = None
+    blocking_ok: bool = False
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
@@ -103,8 +110,9 @@ def interrupt(value: Any) -> Any:
         The resume value.
 
     Raises:
-        RuntimeError: outside a running node, or when the graph has no checkpointer
-            (raised by the scheduler, since a pause needs somewhere to be saved).
+        RuntimeError: outside a running node.
+        GraphRunError: (from the run) when the graph has no checkpointer, since a pause
+            needs somewhere to be saved.
     """
     ctx = _require_task("interrupt()")
     index = ctx.interrupt_index

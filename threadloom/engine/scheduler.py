@@ -24,7 +24,12 @@ from threadloom.checkpoint.base import (
     new_checkpoint_id,
 )
 from threadloom.engine.channels import MISSING, Channel
-from threadloom.engine.errors import EmptyInputError, GraphRecursionError, InvalidUpdateError
+from threadloom.engine.errors import (
+    EmptyInputError,
+    GraphRecursionError,
+    GraphRunError,
+    InvalidUpdateError,
+)
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved, saved_next
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.tasks import (
@@ -220,6 +225,9 @@ class RunLoop:
 
     async def _start_input(self, input: Any) -> Planned:
         writes = writes_of(self.graph, START, input, self.step + 1, input_mode=True)
+        if self.graph.validate_input is not None:
+            present = {k for k, ch in self.channels.items() if ch.value is not MISSING}
+            writes = self.graph.validate_input(writes, present)
         nodes = [START] * len(writes)
         updated = self._apply_writes(writes, nodes)
         self.step += 1
@@ -294,9 +302,13 @@ class RunLoop:
         await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
-        self.interrupts.extend(gi.interrupts)
         if self.cp is None:
-            return
+            raise GraphRunError(
+                f"node {task.name!r} called interrupt() at super-step {self.step}, but the "
+                "graph has no checkpointer to keep the paused run: compile it with one, e.g. "
+                "compile(checkpointer=InMemoryCheckpointer()), and pass a thread_id"
+            )
+        self.interrupts.extend(gi.interrupts)
         if self.durability == "exit":
             if self._unsaved_exit is not None:
                 await self._put_now(self._unsaved_exit)

@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import typing_extensions
 
 from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
-from threadloom.engine.errors import GraphBuildError
+from threadloom.engine.errors import GraphBuildError, InvalidUpdateError
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
 _EMPTY_CONSTRUCTIBLE = (list, dict, set, tuple, int, float, str, frozenset)
@@ -178,7 +178,7 @@ def state_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
         try:
             return schema(**{k: v for k, v in values.items() if k in names})
         except TypeError as exc:
-            raise GraphBuildError(
+            raise InvalidUpdateError(
                 f"cannot build state {schema.__qualname__} from keys {sorted(values)}: {exc}. "
                 f"Give its fields defaults or pass them in the input."
             ) from exc
@@ -212,3 +212,50 @@ def update_from_object(obj: Any) -> dict[str, Any] | None:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     return None
+
+
+def input_validator(
+    schema: Any, specs: Mapping[str, ChannelSpec]
+) -> Callable[[list[tuple[str, Any]], set[str]], list[tuple[str, Any]]] | None:
+    """For a pydantic state schema, a function validating the run's input writes.
+
+    As LangGraph does for pydantic states, each input value is validated (and coerced)
+    against its field's type, and a required field that neither the input nor the saved
+    state holds is an error. Other schema kinds get None (no validation).
+    """
+    if schema_kind(schema) != "pydantic":
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    adapters: dict[str, Any] = {}
+    required = [n for n, f in schema.model_fields.items() if f.is_required()]
+
+    def validate(writes: list[tuple[str, Any]], present: set[str]) -> list[tuple[str, Any]]:
+        out = []
+        for key, value in writes:
+            spec = specs.get(key)
+            if spec is None or key not in schema.model_fields:
+                out.append((key, value))
+                continue
+            adapter = adapters.get(key)
+            if adapter is None:
+                adapter = adapters[key] = TypeAdapter(spec.annotation)
+            try:
+                out.append((key, adapter.validate_python(value)))
+            except ValidationError as exc:
+                first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+                raise InvalidUpdateError(
+                    f"input key {key!r} does not match {schema.__qualname__}: {first} "
+                    f"(got {type(value).__name__} {value!r:.60})",
+                    field=key,
+                ) from exc
+        given = present | {k for k, _ in writes}
+        missing = [n for n in required if n not in given]
+        if missing:
+            raise InvalidUpdateError(
+                f"input is missing required field(s) {missing} of {schema.__qualname__}",
+                field=missing[0],
+            )
+        return out
+
+    return validate

@@ -152,6 +152,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         resume=task.resume or _NO_RESUME,
         context=loop.context,
         streamed_ids=loop.message_ids if "messages" in loop.modes else None,
+        blocking_ok=loop.blocking_ok and loop.inline_sync,
     )
     attempt = 0
     debug = loop.emit is not None and "debug" in loop.modes

@@ -2,8 +2,9 @@
 
 It replays a script of replies, one per call, and streams each like a real provider:
 text word by word, tool-call arguments in several deltas, a closing chunk with the
-finish reason and usage. Both `invoke` and `stream` go through the same chunks, so a
-test of either exercises what an agent sees under the `messages` stream mode.
+finish reason and usage. `stream` (and `invoke` inside a run that streams `messages`)
+yields those chunks; a plain `invoke` builds the very message the chunks would add up
+to without making them (the fast path agents take when nobody streams).
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from threadloom.engine.errors import ScriptExhaustedError
-from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage
+from threadloom.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    construct_unchecked,
+    make_tool_call,
+)
 
-from .base import BaseChatModel, new_message_id
+from .base import BaseChatModel, ChunkAccumulator, guard_tool_calls, new_message_id
 
 __all__ = ["ScriptedChatModel"]
 
@@ -146,7 +153,53 @@ class ScriptedChatModel(BaseChatModel):
     def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
                 opts: dict[str, Any]) -> Iterator[AIMessageChunk]:
         number, reply = self._next(msgs, tools, opts)
+        yield from self._chunks(msgs, self._normalise(reply, number))
+
+    def _generate(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                  opts: dict[str, Any]) -> AIMessage:
+        """The reply ``_stream``'s chunks add up to, built without making the chunks.
+
+        A reply given as a dict of fields is checked like any user input: it goes through
+        the (validated) chunks. A string or an ``AIMessage`` (validated when it was made)
+        is assembled directly, exactly as ``ChunkAccumulator`` would assemble its chunks.
+        """
+        number, reply = self._next(msgs, tools, opts)
         fields = self._normalise(reply, number)
+        if isinstance(reply, dict):
+            acc = ChunkAccumulator()
+            for chunk in self._chunks(msgs, fields):
+                acc.add(chunk)
+            return acc.result()
+        return self._assemble(msgs, fields)
+
+    def _assemble(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> AIMessage:
+        calls: list[Any] = []
+        invalid: list[Any] = []
+        for name, raw, call_id in fields["tool_calls"]:
+            if not name and len(_pieces(raw, 3)) > 1:
+                name = None  # what the accumulator keeps of an empty name sent in pieces
+            call = make_tool_call(name, raw, call_id)
+            (invalid if "error" in call else calls).append(call)
+        content = fields.get("content") or ""
+        meta = dict(fields.get("response_metadata") or {})
+        meta.setdefault("finish_reason", fields.get("finish_reason")
+                        or ("tool_calls" if fields["tool_calls"] else "stop"))
+        meta.setdefault("model_name", self.name)
+        message = construct_unchecked(
+            AIMessage,
+            content=[dict(p) for p in content] if isinstance(content, list) else content,
+            id=fields.get("id") or new_message_id(),
+            tool_calls=calls,
+            invalid_tool_calls=invalid,
+            usage_metadata=self._usage(msgs, fields),
+            reasoning_content=fields.get("reasoning_content") or None,
+            refusal=fields.get("refusal") or None,
+            response_metadata=meta,
+            additional_kwargs=dict(fields.get("additional_kwargs") or {}),
+        )
+        return guard_tool_calls(message)
+
+    def _chunks(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> Iterator[AIMessageChunk]:
         mid = fields.get("id") or new_message_id()
         for piece in _WORDS.findall(fields.get("reasoning_content") or ""):
             yield AIMessageChunk(content="", id=mid, reasoning_content=piece)

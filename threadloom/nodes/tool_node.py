@@ -18,7 +18,13 @@ from typing import Any
 from threadloom.engine.errors import ToolError
 from threadloom.engine.runtime import GraphInterrupt, current_task
 from threadloom.engine.types import END, Command
-from threadloom.messages import AIMessage, BaseMessage, ToolMessage, parse_tool_args
+from threadloom.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolMessage,
+    construct_unchecked,
+    parse_tool_args,
+)
 from threadloom.tools import Tool, format_tool_output, tool
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
@@ -95,7 +101,9 @@ class ToolNode:
     """A graph node that runs the tool calls of the last ``AIMessage`` in the state.
 
     As LangGraph's ``ToolNode``. The engine calls ``await node(state, config)``; calls run
-    concurrently (``asyncio.gather``; sync tools in worker threads) and the result is
+    concurrently (``asyncio.gather``; sync tools in worker threads, except a lone call
+    in a sync ``invoke``/``stream`` run, which runs on the run's own thread: see
+    ``TaskContext.blocking_ok``) and the result is
     ``{messages_key: [ToolMessage, ...]}`` in call order: first ``tool_calls``, then
     ``invalid_tool_calls``. When tools return ``Command(update=...)``, the result is a list
     ``[{messages_key: [...]}, Command(...), ...]`` (the engine applies each item in order):
@@ -184,11 +192,17 @@ class ToolNode:
         truncated = message.finish_reason == "length" or any(
             looks_truncated(call.get("args")) for call in message.invalid_tool_calls
         )
+        # A lone call in a step the engine marks blocking_ok (a sync run's private loop)
+        # runs a sync tool on this thread: there is nothing to overlap it with.
+        lone = len(message.tool_calls) + len(message.invalid_tool_calls) == 1
+        inline = lone and task is not None and task.blocking_ok
         jobs = [
-            self._answer(dict(call), truncated, state, config, task_id)
+            self._answer(dict(call), truncated, state, config, task_id, inline)
             for call in message.tool_calls
         ]
         jobs += [self._answer_invalid(dict(bad), truncated) for bad in message.invalid_tool_calls]
+        if lone:  # nothing to run concurrently: no task, no extra event-loop turn
+            return [await jobs[0]]
         outcomes = await asyncio.gather(*jobs, return_exceptions=True)
         interrupts = [o for o in outcomes if isinstance(o, GraphInterrupt)]
         if interrupts:
@@ -215,6 +229,7 @@ class ToolNode:
         state: Any,
         config: dict[str, Any],
         task_id: str | None,
+        inline: bool = False,
     ) -> ToolMessage | tuple[list[ToolMessage], Command]:
         call_id, name = call.get("id") or "", call.get("name") or ""
         if truncated:
@@ -236,6 +251,7 @@ class ToolNode:
                 tool_call_id=call_id,
                 config=config,
                 idempotency_key=idempotency_key(config, call_id, task_id),
+                inline=inline,
             )
         except Exception as exc:
             return _error(call_id, name, self._format_exception(exc))
@@ -277,12 +293,13 @@ class ToolNode:
             return value.model_copy(update=fill)
         if isinstance(value, Command):
             return self._split_command(value, call_id, name)
-        content = value if isinstance(value, list) and _is_blocks(value) else None
-        return ToolMessage(
-            content=content if content is not None else format_tool_output(value),
-            tool_call_id=call_id,
-            name=name,
-        )
+        if isinstance(value, list) and _is_blocks(value):
+            return ToolMessage(content=value, tool_call_id=call_id, name=name)
+        text = format_tool_output(value)
+        if type(call_id) is str and type(name) is str:  # all in shape: skip re-validation
+            return construct_unchecked(ToolMessage, content=text, tool_call_id=call_id,
+                                       name=name)
+        return ToolMessage(content=text, tool_call_id=call_id, name=name)
 
     def _split_command(
         self, command: Command, call_id: str, name: str

@@ -195,11 +195,21 @@ class Tool:
         tool_call_id: str | None = None,
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        inline: bool = False,
     ) -> Any:
-        """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``)."""
+        """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``).
+
+        A sync ``func`` runs in a worker thread (``asyncio.to_thread``, as LangChain's
+        tools do), so it cannot block the event loop; with ``inline=True`` it is called on
+        the calling thread instead. Pass that only when blocking the loop costs nothing:
+        ``ToolNode`` does for a lone call in a step the engine marks ``blocking_ok``
+        (a sync ``invoke``/``stream`` run, see ``threadloom.engine.runtime.TaskContext``).
+        """
         kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
         if self.coroutine is not None:
             return await self.coroutine(**kwargs)
+        if inline:
+            return self.func(**kwargs)  # type: ignore[misc]
         return await asyncio.to_thread(self.func, **kwargs)  # type: ignore[arg-type]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
