@@ -187,7 +187,7 @@ def test_scripted_demo_end_to_end(tmp_path):
     assert "exit reason: text" in out
     assert re.search(r"tokens: in [1-9]\d* / out [1-9]\d* / total [1-9]\d*", out)
     assert "tool calls: get_order x1, convert_currency x1, calculator x1" in out
-    assert "audit log: 1 entries for this thread" in out
+    assert "audit log: 1 entry for this thread" in out
     thread = _thread(out)
     assert f'threadloom demo --resume {thread} "next question"' in out
     assert (tmp_path / "threadloom-demo.db").exists()

@@ -120,7 +120,11 @@ def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
     if answer.lower().startswith("e"):
         from threadloom.cli_common import parse_json_arg
 
-        return {"edit": parse_json_arg(typer.prompt("new arguments (JSON)"), "edit")}
+        while True:  # a typo should not end the demo: ask again
+            try:
+                return {"edit": parse_json_arg(typer.prompt("new arguments (JSON)"), "edit")}
+            except CliError as exc:
+                typer.echo(f"{exc} - try again", err=True)
     return {"reject": typer.prompt("reason", default="rejected by the user")}
 
 
@@ -154,11 +158,12 @@ def _summary(agent: Any, data: DemoData, thread: str, db_flag: str) -> None:
     tools = ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
     typer.echo("--- summary ---")
     reason = "(paused for approval)" if state.interrupts else values.get("exit_reason")
-    typer.echo(f"exit reason: {reason} | steps: {values.get('step_count')} | "
+    typer.echo(f"exit reason: {reason} | agent steps (model calls): {values.get('step_count')} | "
                f"tokens: in {usage.get('input_tokens', 0)} / out {usage.get('output_tokens', 0)}"
                f" / total {usage.get('total_tokens', 0)}")
     typer.echo(f"tool calls: {tools}")
-    typer.echo(f"audit log: {len(data.audit_rows(thread))} entries for this thread")
+    entries = len(data.audit_rows(thread))
+    typer.echo(f"audit log: {entries} {'entry' if entries == 1 else 'entries'} for this thread")
     typer.echo(f"thread: {thread}")
     if state.interrupts:
         typer.echo(f"answer it: threadloom resume {thread} --approve{db_flag}  (or --reject "

@@ -15,6 +15,7 @@ import copy
 import datetime as _dt
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -24,6 +25,8 @@ from rich.table import Table
 from threadloom.cli_common import CliError, as_graph, dumps, friendly, load_target, parse_json_arg
 from threadloom.cli_common import open_checkpointer as _open
 from threadloom.cli_run import DEFAULT_DB, require_thread
+
+DEMO_DB = "threadloom-demo.db"  # the demo's default file (see cli_demo)
 
 __all__ = ["threads_app"]
 
@@ -40,6 +43,10 @@ def _console() -> Console:
 
 
 def _store(db: str, postgres: str | None) -> tuple[Any, str]:
+    if not postgres and db == DEFAULT_DB and not Path(db).exists() and Path(DEMO_DB).exists():
+        # Right after `threadloom demo`, its file is the one a user means.
+        typer.echo(f"(no {DEFAULT_DB} here: showing the demo's {DEMO_DB})", err=True)
+        db = DEMO_DB
     return _open(db, postgres), ("PostgreSQL" if postgres else repr(db))
 
 
@@ -182,6 +189,13 @@ def fork(thread: str,
     else:
         if as_node is not None:
             raise CliError("--as-node needs --graph (routing needs the graph)", 2)
+        known = set(saved.checkpoint["channel_values"])
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise CliError(
+                f"--update names key(s) {unknown} that the thread's state does not hold "
+                f"(it holds {sorted(known)}); give --graph MODULE:ATTR so the graph can "
+                "check the update against its schema", 2)
         new = _fork_direct(cp, saved, values)
     new_id = new["configurable"]["checkpoint_id"]
     typer.echo(f"forked thread {thread} at {saved.config['configurable']['checkpoint_id']} "

@@ -169,11 +169,14 @@ class ModelStep:
         history = repair_tool_pairs(messages)
         system = nodes.prompts.system_text(nodes.prompts.values(view)) if (
             nodes.prompts.system is not None) else None
-        attributes = {"threadloom.agent.step": steps + 1,
-                      "threadloom.agent.exit_conditions": nodes.rules.names}
-        with span("threadloom.agent.step", attributes, opts.trace) as step_span:
+        if opts.trace:
+            attributes = {"threadloom.agent.step": steps + 1,
+                          "threadloom.agent.exit_conditions": nodes.rules.names}
+            with span("threadloom.agent.step", attributes) as step_span:
+                reply = await self._ask(system, history, view, opts, steps + 1)
+                usage_attributes(step_span, reply.usage_metadata)
+        else:
             reply = await self._ask(system, history, view, opts, steps + 1)
-            usage_attributes(step_span, reply.usage_metadata)
         messages = [*history, reply]
         add_delta(update, "step_count", 1)
         usage = reply.usage_metadata
@@ -222,8 +225,10 @@ class ModelStep:
             wire = self.default_wire if tools is self.default_tools else [
                 self.wire(t) for t in tools]
             msgs = request_messages(system, history, self.merge_system)
-            with span("threadloom.agent.step.llm", {"threadloom.agent.step": step},
-                      opts.trace) as llm_span:
+            if not opts.trace:
+                return await self.call(self.model, msgs, wire, None, self.response_format,
+                                       kwargs, opts)
+            with span("threadloom.agent.step.llm", {"threadloom.agent.step": step}) as llm_span:
                 reply = await self.call(self.model, msgs, wire, None, self.response_format,
                                         kwargs, opts)
                 usage_attributes(llm_span, reply.usage_metadata)

@@ -186,9 +186,12 @@ class _MemoryTx:
     def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         if blobs:
             space = self._ns_create(thread_id, ns)
+            stored = space.blobs
             for b in blobs:
-                if (b.channel, b.bid) not in space.blobs:
-                    space.blobs[(b.channel, b.bid)] = b.row._replace(data=_pack(b.row.data))
+                key = (b.channel, b.bid)
+                if key not in stored:
+                    row = b.row
+                    stored[key] = BlobRow(row.base, row.snap, row.n, row.chain, _pack(row.data))
 
     def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]:
         space = self._ns(thread_id, ns)

@@ -222,14 +222,20 @@ class ChunkAccumulator:
         return guard_tool_calls(message)
 
 
+_RUNTIME: list[Any] = []  # (message_stream_active, emit_message_chunk) once looked up
+
+
 def _engine_hooks() -> tuple[Any, Any] | None:
-    """``(emit_message_chunk,)`` when the running graph streams messages, else None."""
-    try:
-        from threadloom.engine import runtime
-    except ImportError:
-        return None
-    active = getattr(runtime, "message_stream_active", None)
-    emit = getattr(runtime, "emit_message_chunk", None)
+    """``(message_stream_active, emit_message_chunk)`` when the running graph streams
+    messages, else None."""
+    if not _RUNTIME:
+        try:
+            from threadloom.engine import runtime
+        except ImportError:
+            return None
+        _RUNTIME.append((getattr(runtime, "message_stream_active", None),
+                         getattr(runtime, "emit_message_chunk", None)))
+    active, emit = _RUNTIME[0]
     if active is None or emit is None or not active():
         return None
     return active, emit
