@@ -5,6 +5,7 @@ the nodes ``before_run``, ``model``, ``tools``, ``exit_check`` and ``after_run``
 """
 
 from threadloom.agent.agent_state import AgentState
+from threadloom.agent.approval import approval_hook
 from threadloom.agent.builder import Agent, create_agent
 from threadloom.agent.hooks import HOOK_POINTS, hook
 from threadloom.agent.requests import ModelRequest, ToolCallRequest
@@ -13,5 +14,6 @@ from threadloom.agent.structured import ProviderStrategy, StructuredOutputError,
 
 __all__ = [
     "HOOK_POINTS", "Agent", "AgentState", "ModelRequest", "ProviderStrategy", "State",
-    "StructuredOutputError", "ToolCallRequest", "ToolStrategy", "create_agent", "hook",
+    "StructuredOutputError", "ToolCallRequest", "ToolStrategy", "approval_hook", "create_agent",
+    "hook",
 ]

@@ -165,6 +165,9 @@ def message_metadata(ctx: TaskContext) -> dict[str, Any]:
     return {
         "node": ctx.node,
         "step": ctx.step,
+        # LangGraph's names for the same two facts, so code written for it keeps working.
+        "langgraph_node": ctx.node,
+        "langgraph_step": ctx.step,
         "thread_id": conf.get("thread_id"),
         "checkpoint_ns": conf.get("checkpoint_ns", ""),
         "tags": list(ctx.config.get("tags", ())),
