@@ -56,9 +56,8 @@ def _make_hook(mw: AgentMiddleware, hook: str, impl: Callable[..., Any]) -> Call
 
 
 def _runtime(hook_context: Any) -> MiddlewareRuntime:
-    from threadloom.engine.runtime import current_task
-
     from threadloom.agent.requests import run_options
+    from threadloom.engine.runtime import current_task
 
     task = current_task()
     if task is None:

@@ -305,6 +305,11 @@ class BaseChatModel:
         for chunk in self._stream(msgs, tools, opts):
             yield chunk
 
+    def _emit_view(self, tools: list[dict] | None) -> Any:
+        """A per-reply ``chunk -> chunk | None`` filter for what ``invoke`` emits to the
+        ``messages`` stream, or None to emit the raw chunks (the default)."""
+        return None
+
     def _finish(self, message: AIMessage, tools: list[dict] | None) -> AIMessage:
         """Last touch on every reply ``invoke`` returns; the default applies the H14 guard."""
         return guard_tool_calls(message)
@@ -340,9 +345,12 @@ class BaseChatModel:
         if hooks is None and not self.streaming:
             return self._finish(self._generate(msgs, wire_tools, opts), wire_tools)
         acc = ChunkAccumulator()
+        view = self._emit_view(wire_tools) if hooks is not None else None
         for chunk in self._stream(msgs, wire_tools, opts):
             if hooks is not None:
-                hooks[1](chunk)
+                shown = chunk if view is None else view(chunk)
+                if shown is not None:
+                    hooks[1](shown)
             acc.add(chunk)
         return self._finish(acc.result(), wire_tools)
 
@@ -356,9 +364,12 @@ class BaseChatModel:
         if hooks is None and not self.streaming:
             return self._finish(await self._agenerate(msgs, wire_tools, opts), wire_tools)
         acc = ChunkAccumulator()
+        view = self._emit_view(wire_tools) if hooks is not None else None
         async for chunk in self._astream(msgs, wire_tools, opts):
             if hooks is not None:
-                hooks[1](chunk)
+                shown = chunk if view is None else view(chunk)
+                if shown is not None:
+                    hooks[1](shown)
             acc.add(chunk)
         return self._finish(acc.result(), wire_tools)
 

@@ -214,6 +214,14 @@ class OpenAIChatModel(BaseChatModel):
             params["extra_body"] = {**extra, **(params.get("extra_body") or {})}
         return params
 
+    def _emit_view(self, tools: list[dict] | None) -> Any:
+        """In ``json_schema`` mode, stream the final answer's text, not the raw JSON."""
+        if tools and self.tool_calling == "json_schema":
+            from threadloom.models.answer_view import FinalAnswerView
+
+            return FinalAnswerView()
+        return None
+
     def _finish(self, message: AIMessage, tools: list[dict] | None) -> AIMessage:
         """Apply JSON-schema tool prompting's reply parsing, then the H14 guard."""
         if tools and not message.tool_calls and (
