@@ -12,7 +12,14 @@ import sqlite3
 import jsonschema
 import pytest
 
-from threadloom import AIMessage, AIMessageChunk, SqliteCheckpointer, ToolMessage, create_agent, tool
+from threadloom import (
+    AIMessage,
+    AIMessageChunk,
+    SqliteCheckpointer,
+    ToolMessage,
+    create_agent,
+    tool,
+)
 
 pytestmark = pytest.mark.slow
 
