@@ -259,7 +259,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {k: jsonable(v) for k, v in value._asdict().items()}
+        return {k: jsonable(v) for k, v in zip(value._fields, value, strict=True)}
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in value]
     if isinstance(value, BaseModel):

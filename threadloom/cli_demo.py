@@ -28,7 +28,8 @@ __all__ = ["DEMO_DB", "choose_model", "continue_demo", "demo_command"]
 
 DEMO_DB = "threadloom-demo.db"
 LOCAL_DEFAULT = "local:smollm2"
-LOCAL_KWARGS = {"temperature": 0.2, "max_tokens": 256, "seed": 7}
+# Generation defaults; they land in LocalChatModel's ``**generation_kwargs``.
+LOCAL_KWARGS: dict[str, Any] = {"temperature": 0.2, "max_tokens": 256, "seed": 7}
 
 
 def _scripted() -> Any:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from jinja2 import ChainableUndefined, TemplateError, UndefinedError, meta, nodes
 from jinja2.ext import Extension
@@ -127,6 +127,7 @@ def template_variables(ast: nodes.Template) -> frozenset[str]:
     assigned = {
         name.name
         for node in ast.find_all((nodes.Assign, nodes.AssignBlock))
+        if isinstance(node, (nodes.Assign, nodes.AssignBlock))  # narrows the joined type
         for name in (node.target, *node.target.find_all(nodes.Name))
         if isinstance(name, nodes.Name)
     }
@@ -293,7 +294,8 @@ class ChatPromptTemplate:
         budget = RenderBudget(time_s=self._budget_s, max_steps=self._max_steps,
                               max_chars=self._max_chars, nonce=secrets.token_hex(16))
         token = activate(budget)
-        chunks = self._template.generate(context)
+        # ``generate`` is typed as an Iterator but returns a generator, which has ``close``.
+        chunks = cast(Generator[str, None, None], self._template.generate(context))
         parts: list[str] = []
         try:
             for chunk in chunks:

@@ -357,8 +357,10 @@ def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Sch
     fields.update(user)
     fields.update({name: Any for name in variables})
     out_keys = [*OUTPUT_KEYS, *(["structured_response"] if strategy else []), *user]
-    state = TypedDict("AgentRunState", fields, total=False)  # type: ignore[operator]
-    output = TypedDict("AgentOutput", {k: fields[k] for k in out_keys}, total=False)  # type: ignore[operator]
+    # The keys are known only at run time, which a type checker cannot follow.
+    state = TypedDict("AgentRunState", fields, total=False)  # type: ignore[misc]
+    output_fields = {k: fields[k] for k in out_keys}
+    output = TypedDict("AgentOutput", output_fields, total=False)  # type: ignore[misc]
     reduced = frozenset(k for k, v in user.items() if typing.get_origin(v) is Annotated)
     return Schemas(state, output, entries, reduced, defaults)
 

@@ -14,7 +14,8 @@ time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import inspect
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, build_schemas, hook_schema
@@ -264,7 +265,7 @@ class Agent(CompiledGraph):
         return out
 
     async def astream(self, input: Any, config: Mapping[str, Any] | None = None,
-                      **kwargs: Any) -> AsyncIterator[Any]:
+                      **kwargs: Any) -> AsyncGenerator[Any, None]:
         """Stream the agent's run; see ``CompiledGraph.astream`` and the class docstring."""
         input, options = self._prepare(input, kwargs)
         kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
@@ -318,7 +319,7 @@ class Agent(CompiledGraph):
         for obj in (self.model, *self.tools):
             method = getattr(obj, "awarm_up", None) or getattr(obj, "warm_up", None)
             result = method() if callable(method) else None
-            if hasattr(result, "__await__"):
+            if inspect.isawaitable(result):
                 await result
 
     def close(self) -> None:
@@ -333,7 +334,7 @@ class Agent(CompiledGraph):
         for obj in (self.model, *self.tools):
             method = getattr(obj, "aclose", None) or getattr(obj, "close", None)
             result = method() if callable(method) else None
-            if hasattr(result, "__await__"):
+            if inspect.isawaitable(result):
                 await result
 
     # -- configuration ----------------------------------------------------------------------

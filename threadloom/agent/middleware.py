@@ -242,7 +242,7 @@ def _from_function(
         method = acall
     if can_jump_to is not None:
         setattr(method, _JUMP_ATTR, _check_targets(can_jump_to, f"@{hook}"))
-    cls_name = name or getattr(fn, "__name__", hook)
+    cls_name = name if name else getattr(fn, "__name__", hook)
     cls = type(cls_name, (AgentMiddleware,), {
         hook: method, "__doc__": fn.__doc__, "__module__": getattr(fn, "__module__", None),
     })

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from threadloom.agent.agent_state import add_delta, messages_update, sum_usage
 from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 Handler = Callable[[ModelRequest], Awaitable[AIMessage]]
 _TRACING: list[Any] = []
 _NO_SPAN = contextlib.nullcontext()
+_TOKEN_KEYS: tuple[Literal["input_tokens", "output_tokens", "total_tokens"], ...] = (
+    "input_tokens", "output_tokens", "total_tokens")
 
 
 def _tracing() -> Any:
@@ -42,7 +44,7 @@ def _tracing() -> Any:
         try:
             from threadloom.agent import tracing
         except ImportError:
-            tracing = None
+            tracing = None  # type: ignore[assignment]  # optional extra missing: None marks it
         _TRACING.append(tracing)
     return _TRACING[0]
 
@@ -153,7 +155,8 @@ class ModelStep:
                        opts: RunOptions) -> dict[str, Any] | Command:
         """The ``model`` node (see ``AgentNodes.model``)."""
         stored = state["messages"]
-        messages, update, view = stored, {}, state
+        update: dict[str, Any] = {}
+        messages, view = stored, state
         hooks = nodes.hooks
         if hooks.has("before_llm"):
             update, control, messages, view = await hooks.run(
@@ -181,8 +184,7 @@ class ModelStep:
         add_delta(update, "step_count", 1)
         usage = reply.usage_metadata
         if usage:
-            add_delta(update, "token_usage", {k: int(usage.get(k) or 0) for k in (
-                "input_tokens", "output_tokens", "total_tokens")})
+            add_delta(update, "token_usage", {k: int(usage.get(k) or 0) for k in _TOKEN_KEYS})
         update["context_tokens"] = context_tokens(reply, history)
         if isinstance(self.strategy, ProviderStrategy) and _final_text(reply):
             update["structured_response"] = self.strategy.parse(reply.text)

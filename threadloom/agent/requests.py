@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from threadloom.engine.runtime import current_task
 from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
@@ -252,13 +252,14 @@ def repair_tool_pairs(messages: list[BaseMessage]) -> list[BaseMessage]:
     for index, message in enumerate(messages):
         kind = message.type
         if kind == "tool":
-            ai_index = owner.get(message.tool_call_id)
+            tool = cast(ToolMessage, message)  # only a ToolMessage has type "tool"
+            ai_index = owner.get(tool.tool_call_id)
             got = results.get(ai_index) if ai_index is not None else None
-            if got is None or message.tool_call_id in got:
+            if got is None or tool.tool_call_id in got:
                 valid = False
                 continue
-            got[message.tool_call_id] = message
-            if not expected or expected[0] != message.tool_call_id:
+            got[tool.tool_call_id] = tool
+            if not expected or expected[0] != tool.tool_call_id:
                 valid = False
             else:
                 expected.pop(0)
@@ -266,8 +267,9 @@ def repair_tool_pairs(messages: list[BaseMessage]) -> list[BaseMessage]:
         if expected:
             valid = False
             expected = []
-        if kind == "ai" and (message.tool_calls or message.invalid_tool_calls):
-            calls = _calls_of(message)  # type: ignore[arg-type]
+        ai = cast(AIMessage, message)  # read only when type is "ai"
+        if kind == "ai" and (ai.tool_calls or ai.invalid_tool_calls):
+            calls = _calls_of(ai)
             for call_id, _ in calls:
                 owner[call_id] = index
             results[index] = {}
@@ -334,11 +336,11 @@ def check_tool_pairs(messages: Sequence[BaseMessage]) -> list[str]:
     pending: list[str] = []
     for i, message in enumerate(messages):
         if message.type == "tool":
-            if not pending or message.tool_call_id not in pending:
-                problems.append(f"message {i}: tool result {message.tool_call_id!r} has no "
-                                "pending call")
+            call_id = cast(ToolMessage, message).tool_call_id
+            if not pending or call_id not in pending:
+                problems.append(f"message {i}: tool result {call_id!r} has no pending call")
             else:
-                pending.remove(message.tool_call_id)
+                pending.remove(call_id)
             continue
         if pending:
             problems.append(f"message {i}: calls {pending} have no result")

@@ -190,7 +190,7 @@ def model_from_dict(data: Mapping[str, Any], allowed_modules: Iterable[str]) -> 
     if callable(getattr(cls, "from_dict", None)):
         return cls.from_dict(dict(data))
     if isinstance(cls, type) and issubclass(cls, ScriptedChatModel):
-        params["script"] = [message_from_dict(e) if isinstance(e, Mapping) and "type" in e
+        params["script"] = [message_from_dict(dict(e)) if isinstance(e, Mapping) and "type" in e
                             else e for e in params.get("script", [])]
     return cls(**params)
 

@@ -125,7 +125,7 @@ class ToolStep:
         pool = {**self.tools, **{t.name: t for t in opts.extra_tools}}
         chosen = [t for n, t in pool.items() if names is None or n in names]
         errors = self.node.handle_tool_errors
-        if opts.extra_tools:
+        if opts.extra_tools or names is None:  # names is None only with extra tools
             return ToolNode(chosen, handle_tool_errors=errors)
         key = tuple(sorted(names))
         node = self._subsets.get(key)
@@ -160,7 +160,7 @@ class ToolStep:
         pending = [c for c in ai.tool_calls if c.get("id") not in done]
         results, commands, again = await self._run(toolset, ai, pending, view, update, opts)
         messages = in_call_order([*messages, *results], index)
-        target: str | None = "tools" if again else None
+        target = "tools" if again else None
         if not again and nodes.hooks.has("after_tool"):
             values = {**view, **{k: v for k, v in update.items() if k == "structured_response"}}
             changes, control, messages, _ = await nodes.hooks.run(

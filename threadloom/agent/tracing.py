@@ -28,7 +28,7 @@ try:  # the ``otel`` extra
     from opentelemetry import trace as _otel_trace
     from opentelemetry.trace import Status, StatusCode
 except ImportError:  # pragma: no cover - exercised only without the extra
-    _otel_trace = None
+    _otel_trace = None  # type: ignore[assignment]  # optional extra missing: None marks it
 
 SPAN_RUN = "threadloom.agent.run"
 SPAN_STEP = "threadloom.agent.step"

@@ -17,6 +17,7 @@ sync method in a worker thread so the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import threading
 import time
@@ -202,7 +203,7 @@ class BaseCheckpointer:
 
     # -- optional, with defaults ----------------------------------------------------------
 
-    def list_threads(self) -> list[str]:
+    def list_threads(self) -> builtins.list[str]:
         """Every thread id that has at least one checkpoint, sorted."""
         return sorted({t.config["configurable"]["thread_id"] for t in self.list(None)})
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.checkpoint.base import Checkpoint, new_checkpoint_id
+from threadloom.checkpoint.base import Checkpoint, CheckpointTuple, new_checkpoint_id
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import StoredCheckpointer
 from threadloom.engine.errors import ThreadBusyError
@@ -109,11 +109,17 @@ class Writer:
         return {"configurable": conf}
 
 
+def tuple_at(cp: StoredCheckpointer, config: dict[str, Any]) -> CheckpointTuple:
+    """``cp.get_tuple(config)``; raises ``ConformanceError`` when there is no checkpoint."""
+    found = cp.get_tuple(config)
+    if found is None:
+        raise ConformanceError(f"no checkpoint for {config}")
+    return found
+
+
 def values_at(cp: StoredCheckpointer, config: dict[str, Any]) -> dict[str, Any]:
     """The channel values of the checkpoint ``config`` names."""
-    found = cp.get_tuple(config)
-    expect(found is not None, f"no checkpoint for {config}")
-    return found.checkpoint["channel_values"]  # type: ignore[union-attr]
+    return tuple_at(cp, config).checkpoint["channel_values"]
 
 
 # -- checks --------------------------------------------------------------------------------
@@ -125,15 +131,15 @@ def check_put_get(b: Backend) -> None:
     w = Writer(cp, "t1")
     c1 = w.put(source="input", x=1, items=["a"])
     c2 = w.put(x=2)
-    latest = cp.get_tuple(cfg("t1"))
-    expect(latest is not None and latest.config == c2, f"latest is {latest and latest.config}")
+    latest = tuple_at(cp, cfg("t1"))
+    expect(latest.config == c2, f"latest is {latest.config}")
     expect(latest.checkpoint["channel_values"] == {"x": 2, "items": ["a"]}, "values differ")
     expect(latest.checkpoint["channel_versions"] == {"x": 2, "items": 1}, "versions differ")
     expect(latest.checkpoint["next"] == ["node"], "next lost")
     expect(latest.parent_config == c1, f"parent is {latest.parent_config}")
     expect(latest.metadata["step"] == 1 and latest.metadata["source"] == "loop", "metadata")
-    first = cp.get_tuple(c1)
-    expect(first is not None and first.checkpoint["channel_values"]["x"] == 1, "by id")
+    first = tuple_at(cp, c1)
+    expect(first.checkpoint["channel_values"]["x"] == 1, "by id")
     expect(first.metadata["writes"] == {"node": {"x": 1, "items": ["a"]}}, "metadata writes")
     expect(first.parent_config is None, "first checkpoint has a parent")
     expect(cp.get_tuple(cfg("t1", checkpoint_id="0" * 32)) is None, "unknown id found")
@@ -178,13 +184,13 @@ def check_pending_writes(b: Backend) -> None:
     cp.put_writes(c1, [("x", 99), ("y", "b")], "task-a")  # a replay: ignored
     cp.put_writes(c1, [("__error__", "boom")], "task-b")
     cp.put_writes(c1, [("__error__", "boom again")], "task-b")  # special: overwritten
-    writes = cp.get_tuple(c1).pending_writes  # type: ignore[union-attr]
+    writes = tuple_at(cp, c1).pending_writes
     got = [(pw.task_id, pw.channel, pw.value) for pw in writes]
     want = [("task-a", "x", 10), ("task-a", "y", "a"), ("task-b", "__error__", "boom again")]
     expect(got == want, f"pending writes {got}")
     c2 = w.put(x=2)
-    expect(cp.get_tuple(c2).pending_writes == [], "a new checkpoint starts with no writes")
-    expect(len(cp.get_tuple(c1).pending_writes) == 3, "old checkpoint lost its writes")
+    expect(tuple_at(cp, c2).pending_writes == [], "a new checkpoint starts with no writes")
+    expect(len(tuple_at(cp, c1).pending_writes) == 3, "old checkpoint lost its writes")
 
 
 def check_namespaces(b: Backend) -> None:

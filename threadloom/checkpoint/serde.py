@@ -164,6 +164,18 @@ class Codec:
             return ENCRYPTED_PREFIX + self.encrypt(data)
         return data
 
+    def dumps_plain(self, tree: Any) -> bytes:
+        """Encode a tree the caller built of plain JSON only (str keys, never the tag key).
+
+        The checkpointers use it for the bookkeeping they write themselves (checkpoint
+        records, engine metadata) after checking that shape; it skips ``dumps``'s walk.
+        Encryption applies as in ``dumps``.
+        """
+        data = _FAST_DUMPS(tree)
+        if self.encrypt is not None:
+            return ENCRYPTED_PREFIX + self.encrypt(data)
+        return data
+
     def to_json(self, value: Any, *, path: str = "") -> Any:
         """The JSON tree ``dumps`` writes (plain JSON parts are shared, not copied)."""
         try:
@@ -369,7 +381,7 @@ class Codec:
         if tag == "nt" and issubclass(cls, tuple) and type(value) is list:
             return cls(*value)
         raise UntrustedTypeError(
-            f"stored {tag!r} envelope does not match registered type {name!r}", type_name=name
+            f"stored {tag!r} envelope does not match registered type {name!r}", type_name=str(name)
         )
 
 

@@ -8,6 +8,7 @@ differ only in how rows are kept, so they pass the same conformance suite by des
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -28,6 +29,7 @@ from threadloom.checkpoint.base import (
 from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, reachable_blobs
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
 from threadloom.checkpoint.serde import Codec
+from threadloom.checkpoint.serde_builtin import TAG
 from threadloom.engine.errors import CheckpointError
 
 # Special write channels keep one slot per task (negative idx) and are overwritten.
@@ -226,7 +228,8 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         parent_refs = self._parent_refs(thread_id, ns, parent_id)
         refs, new = self.blobs.encode(thread_id, ns, checkpoint, new_versions, parent_refs)
         record = self._encode_record(checkpoint, refs)
-        meta = self.codec.dumps(dict(metadata), path="metadata")
+        meta = (self.codec.dumps_plain(metadata) if _plain_metadata(metadata)
+                else self.codec.dumps(dict(metadata), path="metadata"))
         row = CkRow(thread_id, ns, cid, parent_id, record, meta)
         with self._tx(True) as tx:
             self._check_fence(tx, thread_id, config)
@@ -248,15 +251,23 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     def _encode_record(self, checkpoint: Checkpoint, refs: dict[str, str]) -> bytes:
         # Compact: the id is the row's key, and a blob written by this very checkpoint is
         # referenced by its version alone ([5] instead of "5.<id>").
+        # Empty bookkeeping maps are left out and restored on load.
         own = "." + checkpoint["id"]
-        body = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+        body = {
+            k: v for k, v in checkpoint.items()
+            if k not in ("channel_values", "id") and not (k in _OPTIONAL_MAPS and not v)
+        }
         short = {ch: [bid[: -len(own)]] if bid.endswith(own) else bid for ch, bid in refs.items()}
+        if _plain_record(body):
+            return self.codec.dumps_plain({"c": body, "r": short})
         return self.codec.dumps({"c": body, "r": short}, path="checkpoint")
 
     def _decode_record(self, row: CkRow) -> tuple[Checkpoint, dict[str, str]]:
         record = self.codec.loads(row.record)
         checkpoint = record["c"]
         checkpoint["id"] = row.checkpoint_id
+        for key in _OPTIONAL_MAPS:
+            checkpoint.setdefault(key, {})
         own = "." + row.checkpoint_id
         refs = {ch: r[0] + own if type(r) is list else r for ch, r in record["r"].items()}
         return checkpoint, refs
@@ -311,7 +322,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         self.blobs.forget_thread(thread_id)
         self._parents.drop_thread(thread_id)
 
-    def list_threads(self) -> list[str]:
+    def list_threads(self) -> builtins.list[str]:
         """Every thread id with at least one checkpoint, sorted."""
         with self._tx(False) as tx:
             return tx.thread_ids()
@@ -421,3 +432,42 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     def _due(tx: Tx, thread_id: str) -> bool:
         info = tx.get_thread(thread_id)
         return info is not None and info[1] is not None and info[1] <= time.time()
+
+
+# -- bookkeeping the engine writes, recognised so it skips the codec's walk --------------
+
+_OPTIONAL_MAPS = ("versions_seen", "barriers")
+_META_KEYS = frozenset({"source", "step", "writes", "parents"})
+
+
+def _plain_record(body: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint record is the engine's plain shape (no user values inside)."""
+    if type(body.get("v")) is not int or type(body.get("ts")) is not str:
+        return False
+    if body.get("versions_seen"):
+        return False
+    if any(type(x) is not str for x in body.get("next", ())):
+        return False  # Send packets carry user values: the codec must see them
+    versions = body.get("channel_versions", {})
+    if type(versions) is not dict or TAG in versions:
+        return False
+    if any(type(v) is not int for v in versions.values()):
+        return False
+    barriers = body.get("barriers", {})
+    return type(barriers) is dict and TAG not in barriers and all(
+        type(v) is list and all(type(s) is str for s in v) for v in barriers.values()
+    )
+
+
+def _plain_metadata(meta: Mapping[str, Any]) -> bool:
+    """Whether metadata is exactly the engine's ``source``/``step``/``writes``/``parents``."""
+    if type(meta) is not dict or not meta.keys() <= _META_KEYS:
+        return False
+    if type(meta.get("source", "")) is not str or type(meta.get("step", 0)) is not int:
+        return False
+    if meta.get("parents"):
+        return False
+    writes = meta.get("writes", {})
+    return type(writes) is dict and TAG not in writes and all(
+        type(v) is list and all(type(s) is str for s in v) for v in writes.values()
+    )

@@ -205,7 +205,8 @@ class DemoData:
 
     def audit_rows(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         """The audit log (of one thread, when given), oldest first."""
-        sql, params = "SELECT * FROM demo_audit", ()
+        sql = "SELECT * FROM demo_audit"
+        params: tuple[str, ...] = ()
         if thread_id is not None:
             sql, params = sql + " WHERE thread_id = ?", (thread_id,)
         with self._conn() as conn:

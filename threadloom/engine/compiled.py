@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.engine.analysis import DrawableGraph
@@ -160,7 +160,7 @@ class CompiledGraph:
         durability: Durability | None = None,
         context: Any = None,
         _blocking_ok: bool = False,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """Run the graph and yield events as they happen.
 
         Args:
@@ -270,7 +270,7 @@ class CompiledGraph:
 
     def _stream_private(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
         loop = _private_loop()
-        agen = self.astream(input, config, _blocking_ok=True, **kwargs).__aiter__()
+        agen = self.astream(input, config, _blocking_ok=True, **kwargs)  # its own iterator
         step: asyncio.Future[Any] | None = None
         try:
             while True:

@@ -123,8 +123,8 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                         )
                     target = branch.path_map[target]
                 _add_target(loop, src, target, names, sends)
-        for target in result.goto:
-            _add_target(loop, src, target, names, sends)
+        for goto in result.goto:
+            _add_target(loop, src, goto, names, sends)
     return Planned(list(names), sends)
 
 

@@ -37,7 +37,7 @@ def normalize_modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
         ValueError: for an unknown mode.
     """
     single = isinstance(stream_mode, str)
-    modes = [stream_mode] if single else list(stream_mode)  # type: ignore[list-item]
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
     for mode in modes:
         if mode not in STREAM_MODES:
             raise ValueError(f"unknown stream mode {mode!r}; choose from {sorted(STREAM_MODES)}")

@@ -29,7 +29,9 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
     from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.tasks import ParentCommand
 
-    child = task.node.subgraph  # type: ignore[union-attr]
+    child = task.node.subgraph if task.node is not None else None
+    if child is None:
+        raise RuntimeError(f"task {task.name!r} is not a subgraph task")
     namespace = (*parent.namespace, f"{task.name}:{task.id}")
     conf = dict(parent.config.get("configurable") or {})
     conf.pop("checkpoint_id", None)

@@ -11,7 +11,7 @@ import contextvars
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from threadloom.engine.channels import MISSING, Reduced
 from threadloom.engine.errors import InvalidUpdateError, add_node_note
@@ -108,7 +108,7 @@ def make_tasks(
     for index, name in enumerate(planned.tasks):
         node = graph.nodes[name]
         view = values if shared else dict(values)
-        if node.build_input is not None:
+        if node.build_input is not None and node.input_keys is not None:  # set together
             state = node.build_input({k: v for k, v in view.items() if k in node.input_keys})
         else:
             state = graph.build_state(view)
@@ -155,9 +155,9 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         blocking_ok=loop.blocking_ok and loop.inline_sync,
     )
     attempt = 0
-    debug = loop.emit is not None and "debug" in loop.modes
-    if debug:
-        loop.emit(
+    debug = loop.emit if "debug" in loop.modes else None  # the sink of debug events
+    if debug is not None:
+        debug(
             "debug",
             {
                 "type": "task",
@@ -177,8 +177,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
             policy = node.retry
             if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
                 add_node_note(exc, task.name, loop.step)
-                if debug:
-                    loop.emit(
+                if debug is not None:
+                    debug(
                         "debug",
                         {
                             "type": "task_result",
@@ -192,8 +192,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     out = TaskResult(writes, goto)
     if ctx.streamed_ids is not None and loop.emit is not None:
         _emit_unstreamed_messages(loop, ctx, writes)
-    if debug:
-        loop.emit(
+    if debug is not None:
+        debug(
             "debug",
             {
                 "type": "task_result",
@@ -264,6 +264,9 @@ def _emit_unstreamed_messages(
 ) -> None:
     from threadloom.engine.runtime import message_metadata
 
+    emit = loop.emit
+    if emit is None:
+        return
     seen = ctx.streamed_ids if ctx.streamed_ids is not None else set()
     for _, value in writes:
         items = value if isinstance(value, list) else [value]
@@ -274,9 +277,17 @@ def _emit_unstreamed_messages(
                     continue  # streamed token by token, or already emitted in this run
                 if mid:
                     seen.add(mid)
-                loop.emit("messages", (item, message_metadata(ctx)))
+                emit("messages", (item, message_metadata(ctx)))
 
 
+@overload
+def writes_of(
+    graph: CompiledGraph, node: str, result: Any, step: int, *, input_mode: Literal[False] = ...
+) -> tuple[list[tuple[str, Any]], list[str | Send]]: ...
+@overload
+def writes_of(
+    graph: CompiledGraph, node: str, result: Any, step: int, *, input_mode: Literal[True]
+) -> list[tuple[str, Any]]: ...
 def writes_of(
     graph: CompiledGraph, node: str, result: Any, step: int, *, input_mode: bool = False
 ) -> tuple[list[tuple[str, Any]], list[str | Send]] | list[tuple[str, Any]]:

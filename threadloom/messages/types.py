@@ -8,7 +8,7 @@ validation (the streaming hot path uses it).
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal, NotRequired, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
@@ -83,11 +83,19 @@ class SystemMessage(BaseMessage):
 
     type: Literal["system"] = "system"
 
+    if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
+
+        def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
+
 
 class HumanMessage(BaseMessage):
     """A user turn (OpenAI role ``user``)."""
 
     type: Literal["human"] = "human"
+
+    if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
+
+        def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
 
 
 class AIMessage(BaseMessage):
@@ -107,6 +115,10 @@ class AIMessage(BaseMessage):
     usage_metadata: UsageMetadata | None = None
     reasoning_content: str | None = None
     refusal: str | None = None
+
+    if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
+
+        def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
 
     @property
     def usage(self) -> UsageMetadata | None:
@@ -129,6 +141,10 @@ class AIMessageChunk(AIMessage):
 
     type: Literal["AIMessageChunk"] = "AIMessageChunk"  # type: ignore[assignment]
     tool_call_chunks: list[ToolCallChunk] = Field(default_factory=list)
+
+    if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
+
+        def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
 
     def __add__(self, other: Any) -> AIMessageChunk:
         if not isinstance(other, AIMessageChunk):
@@ -197,6 +213,10 @@ class ToolMessage(BaseMessage):
     tool_call_id: str
     status: Literal["success", "error"] = "success"
     artifact: Any = None
+
+    if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
+
+        def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
 
 
 class RemoveMessage(BaseMessage):

@@ -74,9 +74,10 @@ def tool_to_openai(t: Any) -> dict[str, Any]:
     if isinstance(t, type) and hasattr(t, "model_json_schema"):
         name, description, schema = t.__name__, (t.__doc__ or "").strip(), t.model_json_schema()
     else:
-        name = getattr(t, "name", None)
-        if not isinstance(name, str) or not name:
+        found = getattr(t, "name", None)
+        if not isinstance(found, str) or not found:
             raise TypeError(f"cannot use {t!r} as a tool: it has no 'name'")
+        name = found
         description = getattr(t, "description", "") or ""
         schema = _schema_of(t)
     return {

@@ -21,7 +21,7 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from threadloom.engine.errors import ModelError
 from threadloom.messages import (
@@ -226,10 +226,11 @@ class ReplayChatModel(BaseChatModel):
             raise ValueError(f"{self.path} is not a version-{VERSION} threadloom cassette")
         self.model = data.get("model")
         self.interactions: list[dict[str, Any]] = data["interactions"]
-        replies = []
+        replies: list[AIMessage] = []
         for item in self.interactions:
             reply = {k: v for k, v in item["response"].items() if k not in ("type", "id")}
-            replies.append(message_from_dict({**reply, "type": "ai"}))
+            # type "ai" always reads back as an AIMessage
+            replies.append(cast(AIMessage, message_from_dict({**reply, "type": "ai"})))
         self._player = ScriptedChatModel(replies, name=str(self.model))
 
     @property

