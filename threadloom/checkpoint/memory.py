@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
@@ -82,6 +80,27 @@ class _Ns:
 
 def _inflate(row: BlobRow) -> BlobRow:
     return row._replace(data=_unpack(row.data))
+
+
+class _Locked:
+    """``with store._tx(...) as tx``: the store's lock held around its primitives.
+
+    A plain class rather than a generator-based context manager: it is entered on every
+    write, and this costs a fraction of one.
+    """
+
+    __slots__ = ("lock", "tx")
+
+    def __init__(self, lock: Any, tx: Any) -> None:
+        self.lock = lock
+        self.tx = tx
+
+    def __enter__(self) -> Any:
+        self.lock.acquire()
+        return self.tx
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
 
 
 class _MemoryTx:
@@ -265,8 +284,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
         self._leases: dict[str, Lease] = {}
         self._lock = threading.RLock()
         self._txn = _MemoryTx(self)
+        self._locked = _Locked(self._lock, self._txn)
 
-    @contextmanager
-    def _tx(self, write: bool) -> Iterator[Any]:
-        with self._lock:
-            yield self._txn
+    def _tx(self, write: bool) -> _Locked:
+        return self._locked
