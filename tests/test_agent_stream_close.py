@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from threadloom import ScriptedChatModel, create_agent, tool
-from threadloom.engine.compiled import _private_loop
+from threadloom.engine.sync import _private_loop
 
 
 @tool

@@ -10,19 +10,22 @@ with its own loop instead, so they work there too (prefer ``ainvoke`` in async c
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.engine.analysis import DrawableGraph
-from threadloom.engine.errors import ThreadBusyError
-from threadloom.engine.lease import ThreadLease
+from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
+from threadloom.engine.sync import (
+    _in_running_loop,
+    iterate_on_private_loop,
+    iterate_on_thread,
+    run_sync,
+)
 from threadloom.engine.types import END, START, Durability
 
 if TYPE_CHECKING:
@@ -30,35 +33,6 @@ if TYPE_CHECKING:
     from threadloom.engine.graph import StateGraph
 
 T = TypeVar("T")
-_local = threading.local()
-_active: set[tuple[int, str, str]] = set()
-_active_lock = threading.Lock()
-
-
-def _private_loop() -> asyncio.AbstractEventLoop:
-    loop = getattr(_local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = asyncio.new_event_loop()
-        _local.loop = loop
-    return loop
-
-
-def _in_running_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, inside a running loop or not."""
-    if not _in_running_loop():
-        return _private_loop().run_until_complete(coro)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="threadloom-sync") as ex:
-        return ex.submit(lambda: _private_loop().run_until_complete(coro)).result()
-
-
 class CompiledGraph:
     """A checked, runnable graph, as LangGraph's ``CompiledStateGraph``.
 
@@ -269,55 +243,10 @@ class CompiledGraph:
         yield from self._stream_threaded(input, config, kwargs)
 
     def _stream_private(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
-        loop = _private_loop()
-        agen = self.astream(input, config, _blocking_ok=True, **kwargs)  # its own iterator
-        step: asyncio.Future[Any] | None = None
-        try:
-            while True:
-                step = asyncio.ensure_future(agen.__anext__(), loop=loop)
-                try:
-                    item = loop.run_until_complete(step)
-                except StopAsyncIteration:
-                    return
-                yield item
-        finally:
-            # Interrupted mid-step (Ctrl-C, an exception in the consumer): cancel the step
-            # first, so closing the generator cancels the run instead of failing.
-            if step is not None and not step.done():
-                step.cancel()
-                loop.run_until_complete(asyncio.gather(step, return_exceptions=True))
-            loop.run_until_complete(agen.aclose())
+        return iterate_on_private_loop(self.astream(input, config, _blocking_ok=True, **kwargs))
 
     def _stream_threaded(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
-        import queue
-
-        q: queue.Queue[Any] = queue.Queue(maxsize=64)
-        stop = threading.Event()
-        done = object()
-
-        def work() -> None:
-            try:
-                for item in self._stream_private(input, config, kwargs):
-                    q.put(("item", item))
-                    if stop.is_set():
-                        break
-                q.put(("end", done))
-            except BaseException as exc:  # handed to the consumer
-                q.put(("error", exc))
-
-        worker = threading.Thread(target=work, daemon=True, name="threadloom-stream")
-        worker.start()
-        try:
-            while True:
-                kind, value = q.get()
-                if kind == "item":
-                    yield value
-                elif kind == "error":
-                    raise value
-                else:
-                    return
-        finally:
-            stop.set()
+        return iterate_on_thread(lambda: self._stream_private(input, config, kwargs))
 
     async def abatch(
         self,
@@ -442,35 +371,6 @@ class CompiledGraph:
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, nodes={list(self.nodes)})"
-
-
-class _Claim:
-    """In-process guard: one run per (checkpointer, thread, namespace) at a time."""
-
-    def __init__(self, cp: Any, cfg: dict[str, Any]) -> None:
-        conf = cfg.get("configurable") or {}
-        self.key = (
-            (id(cp), str(conf.get("thread_id")), conf.get("checkpoint_ns", ""))
-            if (cp is not None and "thread_id" in conf)
-            else None
-        )
-
-    def __enter__(self) -> None:
-        if self.key is None:
-            return
-        with _active_lock:
-            if self.key in _active:
-                raise ThreadBusyError(
-                    f"thread {self.key[1]!r} is already running in this process; wait for "
-                    "that run to finish (two runs on one thread would interleave checkpoints)",
-                    thread_id=self.key[1],
-                )
-            _active.add(self.key)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.key is not None:
-            with _active_lock:
-                _active.discard(self.key)
 
 
 def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -83,3 +84,36 @@ async def _call(loop: RunLoop, fn: Any, *args: Any) -> Any:
     if loop.blocking_ok:
         return fn(*args)
     return await asyncio.to_thread(fn, *args)
+
+
+_active: set[tuple[int, str, str]] = set()
+_active_lock = threading.Lock()
+
+
+class _Claim:
+    """In-process guard: one run per (checkpointer, thread, namespace) at a time."""
+
+    def __init__(self, cp: Any, cfg: dict[str, Any]) -> None:
+        conf = cfg.get("configurable") or {}
+        self.key = (
+            (id(cp), str(conf.get("thread_id")), conf.get("checkpoint_ns", ""))
+            if (cp is not None and "thread_id" in conf)
+            else None
+        )
+
+    def __enter__(self) -> None:
+        if self.key is None:
+            return
+        with _active_lock:
+            if self.key in _active:
+                raise ThreadBusyError(
+                    f"thread {self.key[1]!r} is already running in this process; wait for "
+                    "that run to finish (two runs on one thread would interleave checkpoints)",
+                    thread_id=self.key[1],
+                )
+            _active.add(self.key)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.key is not None:
+            with _active_lock:
+                _active.discard(self.key)

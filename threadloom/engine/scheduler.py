@@ -10,27 +10,23 @@ one node) and ``routing.py`` (turning writes into the next tasks).
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import (
     INTERRUPT,
     RESUME,
-    SCHEDULED,
     Checkpoint,
     CheckpointTuple,
-    make_config,
-    new_checkpoint_id,
 )
 from threadloom.engine.channels import MISSING, Channel
 from threadloom.engine.errors import (
     EmptyInputError,
     GraphRecursionError,
-    GraphRunError,
     InvalidUpdateError,
 )
-from threadloom.engine.routing import Planned, next_tasks, plan_from_saved, saved_next
+from threadloom.engine.persistence import Persistence
+from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.tasks import (
     ParentCommand,
@@ -38,7 +34,6 @@ from threadloom.engine.tasks import (
     TaskResult,
     make_tasks,
     run_task,
-    task_id,
     writes_of,
 )
 from threadloom.engine.types import START, Command, Durability, Interrupt
@@ -49,7 +44,7 @@ if TYPE_CHECKING:
     from threadloom.engine.stream import StreamSink
 
 
-class RunLoop:
+class RunLoop(Persistence):
     """One invocation of a compiled graph on one thread (and namespace).
 
     Args:
@@ -158,16 +153,6 @@ class RunLoop:
             resume = None
             if self._pause_after(tasks):
                 return
-
-    async def _save_on_exit(self, *, failed: bool) -> None:
-        """Finish pending writes; with ``durability="exit"`` write the last checkpoint."""
-        if self.cp is None:
-            return
-        try:
-            await self._flush_pending_put()
-        finally:
-            if self._unsaved_exit is not None:
-                await self._put_now(self._unsaved_exit)
 
     # -- start --------------------------------------------------------------------------
 
@@ -293,45 +278,6 @@ class RunLoop:
                 await self._record_error(task, error)  # type: ignore[arg-type]
                 raise error  # type: ignore[misc]
 
-    async def _record_writes(self, task: Task) -> None:
-        if self.cp is None or self.durability == "exit" or task.result is None:
-            return
-        result = task.result
-        writes = [*result.writes, (SCHEDULED, result.goto_payload())]
-        await self._flush_pending_put()
-        await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
-
-    async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
-        if self.cp is None:
-            raise GraphRunError(
-                f"node {task.name!r} called interrupt() at super-step {self.step}, but the "
-                "graph has no checkpointer to keep the paused run: compile it with one, e.g. "
-                "compile(checkpointer=InMemoryCheckpointer()), and pass a thread_id"
-            )
-        self.interrupts.extend(gi.interrupts)
-        if self.durability == "exit":
-            if self._unsaved_exit is not None:
-                await self._put_now(self._unsaved_exit)
-            base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
-            task.id = task_id(base, self.step, task.index, task.name)
-        await self._flush_pending_put()
-        writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
-        if task.resume:
-            writes.append((RESUME, list(task.resume)))
-        await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
-
-    async def _record_error(self, task: Task, exc: BaseException) -> None:
-        if self.cp is None or self.durability == "exit" or isinstance(exc, asyncio.CancelledError):
-            return
-        text = f"{type(exc).__name__}: {exc}"
-        try:
-            await self._flush_pending_put()
-            await self._cp_call(
-                "put_writes", self.checkpoint_config, [("__error__", text)], task.id
-            )
-        except Exception as save_exc:  # the original error matters more
-            exc.add_note(f"(the error could not be recorded in the checkpoint: {save_exc})")
-
     # -- apply --------------------------------------------------------------------------
 
     def _apply(self, tasks: list[Task], results: list[TaskResult]) -> set[str]:
@@ -376,90 +322,6 @@ class RunLoop:
             versions[key] = versions.get(key, 0) + 1
         return updated
 
-    # -- save ---------------------------------------------------------------------------
-
-    async def _save(
-        self, source: str, updated: set[str], tasks: list[Task], planned: Planned
-    ) -> None:
-        if self.cp is None:
-            return
-        checkpoint: Checkpoint = {
-            "v": 1,
-            "id": new_checkpoint_id(),
-            "ts": _dt.datetime.now(_dt.UTC).isoformat(),
-            "channel_values": {
-                k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING
-            },
-            "channel_versions": dict(self.versions),
-            "versions_seen": {},  # routing is explicit in "next"; kept for the format
-            "next": saved_next(planned),
-            "barriers": {k: sorted(v) for k, v in self.barriers.items() if v},
-        }
-        metadata = {
-            "source": source,
-            "step": self.step,
-            "writes": {
-                t.name: sorted({k for k, _ in (t.result.writes if t.result else [])}) for t in tasks
-            },
-            "parents": {},
-        }
-        new_versions = {k: self.versions[k] for k in updated}
-        if self.durability == "exit":
-            merged = dict(self._unsaved_exit[3]) if self._unsaved_exit else {}
-            merged.update(new_versions)
-            self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
-            return
-        await self._flush_pending_put()
-        if self.lease is not None:
-            await self.lease.renew_if_due()
-        parent = self.checkpoint_config
-        if self.durability == "async" and not self.blocking_ok:
-            # Name the new checkpoint at once: writes of the next step belong to it, and
-            # are saved only after it (every put_writes waits for the pending put).
-            conf = self.config["configurable"]
-            self.checkpoint_config = self._own(
-                make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), checkpoint["id"])
-            )
-            self.pending_put = asyncio.ensure_future(
-                self._put_now((parent, checkpoint, metadata, new_versions))
-            )
-        else:
-            await self._put_now((parent, checkpoint, metadata, new_versions))
-        if self.emit is not None and ("checkpoints" in self.modes or "debug" in self.modes):
-            event = {"id": checkpoint["id"], "metadata": metadata, "next": planned.node_names(),
-                     "values": self.output()}
-            if "checkpoints" in self.modes:
-                self.emit("checkpoints", event)
-            if "debug" in self.modes:
-                self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
-
-    async def _put_now(self, args: tuple[Any, ...]) -> None:
-        config = await self._cp_call("put", *args)
-        self.checkpoint_config = self._own(config)
-        self._unsaved_exit = None
-
-    def _own(self, config: dict[str, Any]) -> dict[str, Any]:
-        """``config`` carrying this run's lease token, so every write is fenced."""
-        token = (self.config.get("configurable") or {}).get("__lease_token")
-        conf = config.get("configurable") or {}
-        if token is None or conf.get("__lease_token") == token:
-            return config
-        return {**config, "configurable": {**conf, "__lease_token": token}}
-
-    async def _flush_pending_put(self) -> None:
-        if self.pending_put is not None:
-            put, self.pending_put = self.pending_put, None
-            await put
-
-    async def _cp_call(self, method: str, *args: Any) -> Any:
-        cp = self.cp
-        if self.blocking_ok or getattr(cp, "inline_io", False):
-            return getattr(cp, method)(*args)
-        return await getattr(cp, "a" + method)(*args)
-
-    def _config_id(self) -> str | None:
-        return (self.config.get("configurable") or {}).get("checkpoint_id")
-
     # -- pauses and events --------------------------------------------------------------
 
     def _pause_before(self, tasks: list[Task]) -> bool:
@@ -489,14 +351,3 @@ class RunLoop:
             if value is not MISSING:
                 out[key] = value
         return out
-
-    def raise_if_invalid_key(self, node: str, key: str) -> None:
-        """Raise ``InvalidUpdateError`` for a write to a key that is not a channel."""
-        if key not in self.channels:
-            raise InvalidUpdateError(
-                f"node {node!r} wrote key {key!r}, which is not in the state schema "
-                f"(keys: {sorted(self.channels)}) at super-step {self.step}",
-                field=key,
-                nodes=(node,),
-                step=self.step,
-            )
