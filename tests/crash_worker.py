@@ -138,9 +138,14 @@ def tools_graph(effects: str, ledger: str, slow_s: float) -> StateGraph:
         calls = [{"name": "charge", "args": {"amount": a}, "id": i} for i, a in CALLS]
         return {"messages": [AIMessage("", tool_calls=calls)]}
 
-    g = StateGraph(ParallelState)
+    return tool_loop(ParallelState, agent, [charge])
+
+
+def tool_loop(schema: Any, agent: Any, tools: list[Any]) -> StateGraph:
+    """``agent`` <-> ``tools`` over ``schema``, as a prebuilt ReAct loop wires them."""
+    g = StateGraph(schema)
     g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([charge]))
+    g.add_node("tools", ToolNode(tools))
     g.add_edge(START, "agent")
     g.add_conditional_edges("agent", tools_condition)
     g.add_edge("tools", "agent")

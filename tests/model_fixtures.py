@@ -16,6 +16,9 @@ from providers_server import ProviderServer
 
 from threadloom.models.openai import OpenAIChatModel
 
+# An OpenAI tool dict the model tests share.
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
 
 @pytest.fixture(scope="module")
 def _server_instance() -> Iterator[ProviderServer]:

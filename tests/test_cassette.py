@@ -20,8 +20,7 @@ _http_client = model_fixtures._http_client
 provider_server = model_fixtures.provider_server
 openai_model = model_fixtures.openai_model
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = model_fixtures.WEATHER
 
 
 def conversation(model):

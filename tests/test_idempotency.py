@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Annotated
 
 import pytest
-from crash_worker import CALLS, kill9, lines, run_job, spawn, wait_until
+from crash_worker import CALLS, kill9, lines, run_job, spawn, tool_loop, wait_until
 
-from threadloom import START, AIMessage, Command, StateGraph, interrupt
+from threadloom import AIMessage, Command, StateGraph, interrupt
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
 from threadloom.messages import ToolMessage
-from threadloom.nodes import ToolNode, tools_condition
 from threadloom.reducers import MessagesState
 from threadloom.tools import InjectedIdempotencyKey, tool
 
@@ -83,13 +82,7 @@ class _Rounds:
             call = {"name": "charge", "args": {"rnd": done + 1}, "id": f"call_{done + 1}"}
             return {"messages": [AIMessage("", tool_calls=[call])]}
 
-        g = StateGraph(MessagesState)
-        g.add_node("agent", agent)
-        g.add_node("tools", ToolNode([charge]))
-        g.add_edge(START, "agent")
-        g.add_conditional_edges("agent", tools_condition)
-        g.add_edge("tools", "agent")
-        return g
+        return tool_loop(MessagesState, agent, [charge])
 
 
 def test_the_key_is_stable_when_a_forked_run_is_resumed(tmp_path: Path) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import model_fixtures
 import pytest
 
 from threadloom.engine.errors import ScriptExhaustedError
 from threadloom.messages import AIMessage, HumanMessage
 from threadloom.models import ChatModel, ScriptedChatModel
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = model_fixtures.WEATHER
 
 
 def test_replies_in_order_of_every_kind():
