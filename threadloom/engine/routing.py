@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
-from threadloom.engine.channels import MISSING
 from threadloom.engine.errors import InvalidRouteError
 from threadloom.engine.tasks import TaskResult
 from threadloom.engine.types import END, Command, Send
@@ -105,10 +104,9 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                 names[target] = None
         for branch in graph.branches.get(src, ()):
             if state is None:
-                values = {k: ch.value for k, ch in loop.channels.items() if ch.value is not MISSING}
-                state = graph.build_state(values)
+                state = graph.build_state(dict(loop.values))
             chosen = branch.path(state)
-            if inspect.isawaitable(chosen):
+            if type(chosen) is not str and inspect.isawaitable(chosen):
                 chosen = await chosen
             for target in _as_list(chosen, src, loop.step):
                 if branch.path_map is not None and not isinstance(target, Send):

@@ -86,6 +86,9 @@ class RunLoop(Persistence):
         self.lease: Any = None
         self.message_ids: set[str] = set()  # messages already sent to the messages mode
         self.channels: dict[str, Channel] = {k: s.make() for k, s in graph.specs.items()}
+        # The channels that have a value, key -> value; kept in step by _apply_writes.
+        self.values: dict[str, Any] = {}
+        self._sync_values()
         self.versions: dict[str, int] = {}
         self.barriers: dict[str, set[str]] = {}
         self.step = -2  # the input step of a new thread is -1, its first loop step 0
@@ -211,7 +214,7 @@ class RunLoop(Persistence):
     async def _start_input(self, input: Any) -> Planned:
         writes = writes_of(self.graph, START, input, self.step + 1, input_mode=True)
         if self.graph.validate_input is not None:
-            present = {k for k, ch in self.channels.items() if ch.value is not MISSING}
+            present = set(self.values)
             writes = self.graph.validate_input(writes, present)
         nodes = [START] * len(writes)
         updated = self._apply_writes(writes, nodes)
@@ -227,6 +230,7 @@ class RunLoop(Persistence):
             ch = self.channels.get(key)
             if ch is not None:
                 ch.value = value
+        self._sync_values()
         self.versions = dict(cp["channel_versions"])
         self.barriers = {k: set(v) for k, v in cp.get("barriers", {}).items()}
         self.step = int(self.saved.metadata.get("step", -1)) if self.saved else -2
@@ -297,10 +301,13 @@ class RunLoop(Persistence):
         step = self.step + 1 if nodes and nodes[0] == START else self.step
         channels = self.channels
         versions = self.versions
+        values = self.values
         if len(writes) == 1 and not self.graph.ephemeral_keys:
             key, value = writes[0]
-            if channels[key].update([value], nodes, step):
+            ch = channels[key]
+            if ch.update([value], nodes, step):
                 versions[key] = versions.get(key, 0) + 1
+                values[key] = ch.value
                 return {key}
             return set()
         grouped: dict[str, tuple[list[Any], list[str]]] = {}
@@ -312,15 +319,23 @@ class RunLoop(Persistence):
                 entry[0].append(value)
                 entry[1].append(node)
         updated: set[str] = set()
-        for key, (values, who) in grouped.items():
-            if channels[key].update(values, who, step):
+        for key, (written, who) in grouped.items():
+            if channels[key].update(written, who, step):
                 updated.add(key)
         for key in self.graph.ephemeral_keys:
             if channels[key].end_step(key in grouped):
                 updated.add(key)
         for key in updated:
             versions[key] = versions.get(key, 0) + 1
+            value = channels[key].value
+            if value is MISSING:
+                values.pop(key, None)
+            else:
+                values[key] = value
         return updated
+
+    def _sync_values(self) -> None:
+        self.values = {k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING}
 
     # -- pauses and events --------------------------------------------------------------
 

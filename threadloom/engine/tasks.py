@@ -7,17 +7,17 @@ state) or a ``Send`` packet (it receives the packet's argument).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from threadloom.engine.channels import MISSING, Reduced
+from threadloom.engine.channels import Reduced
 from threadloom.engine.errors import InvalidUpdateError, add_node_note
 from threadloom.engine.runtime import _TASK, GraphInterrupt, Runtime, TaskContext, _noop
 from threadloom.engine.schema import update_from_object
 from threadloom.engine.types import START, Command, Send
+from threadloom.engine.workers import to_worker
 
 if TYPE_CHECKING:
     from threadloom.engine.compiled import CompiledGraph
@@ -96,8 +96,7 @@ def make_tasks(
 ) -> list[Task]:
     """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
     graph = loop.graph
-    values = {k: ch.value for k, ch in loop.channels.items() if ch.value is not MISSING}
-    shared = len(planned.tasks) + len(planned.sends) == 1
+    values = loop.values
     hashed = loop.cp is not None or loop.namespace
     base = (
         (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
@@ -107,7 +106,7 @@ def make_tasks(
     tasks: list[Task] = []
     for index, name in enumerate(planned.tasks):
         node = graph.nodes[name]
-        view = values if shared else dict(values)
+        view = dict(values)
         if node.build_input is not None and node.input_keys is not None:  # set together
             state = node.build_input({k: v for k, v in view.items() if k in node.input_keys})
         else:
@@ -224,10 +223,9 @@ async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> 
             return await (node.fn(task.input, **kwargs) if kwargs else node.fn(task.input))
         if loop.blocking_ok and loop.inline_sync:
             return node.fn(task.input, **kwargs) if kwargs else node.fn(task.input)
-        copy = contextvars.copy_context()
-        fn = node.fn
-        call = (lambda: fn(task.input, **kwargs)) if kwargs else (lambda: fn(task.input))
-        return await asyncio.get_running_loop().run_in_executor(None, copy.run, call)
+        if kwargs:
+            return await to_worker(node.fn, task.input, **kwargs)
+        return await to_worker(node.fn, task.input)
     finally:
         _TASK.reset(token)
 
