@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.errors import ThreadBusyError
+from threadloom.engine.workers import to_worker
 
 if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop
@@ -83,7 +84,7 @@ class ThreadLease:
 async def _call(loop: RunLoop, fn: Any, *args: Any) -> Any:
     if loop.blocking_ok:
         return fn(*args)
-    return await asyncio.to_thread(fn, *args)
+    return await to_worker(fn, *args)
 
 
 _active: set[tuple[int, str, str]] = set()

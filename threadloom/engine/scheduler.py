@@ -285,12 +285,16 @@ class RunLoop(Persistence):
     # -- apply --------------------------------------------------------------------------
 
     def _apply(self, tasks: list[Task], results: list[TaskResult]) -> set[str]:
-        writes: list[tuple[str, Any]] = []
-        nodes: list[str] = []
-        for task, result in zip(tasks, results, strict=True):
-            for write in result.writes:
-                writes.append(write)
-                nodes.append(task.name)
+        if len(tasks) == 1:
+            writes = results[0].writes
+            nodes = [tasks[0].name] * len(writes)
+        else:
+            writes = []
+            nodes = []
+            for task, result in zip(tasks, results, strict=True):
+                for write in result.writes:
+                    writes.append(write)
+                    nodes.append(task.name)
         updated = self._apply_writes(writes, nodes)
         if self.namespace:
             for key, value in writes:

@@ -139,22 +139,17 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     node = task.node
     if node is None:
         raise RuntimeError("virtual task cannot run")
+    modes = loop.modes
+    # positional (node, step, task_id, config, emit, modes, remaining_steps, namespace,
+    # resume, interrupt_index, context, streamed_ids, blocking_ok): this runs per task
     ctx = TaskContext(
-        node=task.name,
-        step=loop.step,
-        task_id=task.id,
-        config=loop.config,
-        emit=loop.emit,
-        modes=loop.modes,
-        remaining_steps=task.remaining,
-        namespace=loop.namespace,
-        resume=task.resume or _NO_RESUME,
-        context=loop.context,
-        streamed_ids=loop.message_ids if "messages" in loop.modes else None,
-        blocking_ok=loop.blocking_ok and loop.inline_sync,
+        task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
+        loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
+        loop.message_ids if "messages" in modes else None,
+        loop.blocking_ok and loop.inline_sync,
     )
     attempt = 0
-    debug = loop.emit if "debug" in loop.modes else None  # the sink of debug events
+    debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
         debug(
             "debug",
@@ -212,15 +207,16 @@ async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> 
             return await run_subgraph(loop, task, ctx)
         finally:
             _TASK.reset(token)
-    kwargs = (
-        _node_kwargs(node, ctx)
-        if (node.wants_config or node.wants_runtime or node.wants_writer)
-        else None
-    )
+    if node.wants_config or node.wants_runtime or node.wants_writer:
+        kwargs = _node_kwargs(node, ctx)
+    else:
+        kwargs = None
     token = _TASK.set(ctx)
     try:
         if node.is_async:
-            return await (node.fn(task.input, **kwargs) if kwargs else node.fn(task.input))
+            if kwargs is None:
+                return await node.fn(task.input)
+            return await node.fn(task.input, **kwargs)
         if loop.blocking_ok and loop.inline_sync:
             return node.fn(task.input, **kwargs) if kwargs else node.fn(task.input)
         if kwargs:
