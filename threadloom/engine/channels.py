@@ -44,7 +44,7 @@ class Channel:
 
     __slots__ = ("key", "value", "ephemeral", "initial")
 
-    def __init__(self, key: str, *, initial: Any = MISSING, ephemeral: bool = False) -> None:
+    def __init__(self, key: str, initial: Any = MISSING, ephemeral: bool = False) -> None:
         self.key = key
         self.initial = initial
         self.value = initial
@@ -94,11 +94,12 @@ class Reduced(Channel):
         self,
         key: str,
         reducer: Callable[[Any, Any], Any],
-        *,
         initial: Any = MISSING,
         ephemeral: bool = False,
     ) -> None:
-        super().__init__(key, initial=initial, ephemeral=ephemeral)
+        self.key = key
+        self.initial = self.value = initial
+        self.ephemeral = ephemeral
         self.reducer = reducer
 
     def update(self, values: list[Any], nodes: list[str], step: int) -> bool:

@@ -221,8 +221,11 @@ class CompiledGraph:
             return chunks  # type: ignore[return-value]
         cfg = self._config(config, thread_id, recursion_limit)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
-        async with self._hold(loop):
+        if self.checkpointer is None:  # no thread to hold
             out = await loop.run(input)
+        else:
+            async with self._hold(loop):
+                out = await loop.run(input)
         if loop.interrupts:
             out["__interrupt__"] = list(loop.interrupts)
         return out

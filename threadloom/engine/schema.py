@@ -45,11 +45,11 @@ class ChannelSpec:
     def make(self) -> Channel:
         """A fresh channel holding the initial value."""
         default = self.default
-        if isinstance(default, _Factory):
+        if type(default) is _Factory:
             default = default()
         if self.reducer is None:
-            return LastValue(self.key, initial=default, ephemeral=self.ephemeral)
-        return Reduced(self.key, self.reducer, initial=default, ephemeral=self.ephemeral)
+            return LastValue(self.key, default, self.ephemeral)
+        return Reduced(self.key, self.reducer, default, self.ephemeral)
 
 
 class _Factory:
