@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypedDict
 
 from threadloom.engine.errors import CheckpointError
@@ -93,11 +94,72 @@ def new_checkpoint_id() -> str:
     clock tick); the last 16 are random per process (drawn again in a forked child), so
     ids from different processes never clash.
     """
+    return f"{_next_ns():016x}{_process_tag[0]}"
+
+
+def _next_ns() -> int:
     now = time.time_ns()
     with _id_lock:
-        now = max(now, _last_id[0] + 1)
+        if now <= _last_id[0]:
+            now = _last_id[0] + 1
         _last_id[0] = now
-    return f"{now:016x}{_process_tag[0]}"
+    return now
+
+
+def new_checkpoint_id_ts() -> tuple[str, str]:
+    """A new checkpoint id (``new_checkpoint_id``) and its ``ts`` (``checkpoint_ts``)."""
+    now = time.time_ns()
+    with _id_lock:
+        if now <= _last_id[0]:
+            now = _last_id[0] + 1
+        _last_id[0] = now
+    cid = f"{now:016x}{_process_tag[0]}"
+    second, micro = divmod(now // 1000, 1_000_000)
+    cached = _last_second[0]
+    prefix = cached[1] if cached[0] == second else _prefix(second)
+    ts = f"{prefix}.{micro:06d}+00:00" if micro else f"{prefix}+00:00"
+    _last_ts[0] = (cid, ts)
+    return cid, ts
+
+
+_last_second: list[tuple[int, str]] = [(-1, "")]  # (unix second, its ISO prefix)
+_last_ts: list[tuple[str, str | None]] = [("", None)]  # (checkpoint id, its ts)
+
+
+def checkpoint_ts(checkpoint_id: str) -> str | None:
+    """The ISO-8601 UTC time an id of ``new_checkpoint_id`` holds, to the microsecond.
+
+    The same text ``datetime.isoformat()`` writes (``2026-01-01T00:00:00.000001+00:00``,
+    no fraction on a whole second). The engine stamps a checkpoint's ``ts`` with it, so a
+    store can leave ``ts`` out and derive it again. None when ``checkpoint_id`` is not
+    such an id (32 characters, the first 16 hex digits of a time in nanoseconds).
+    """
+    last = _last_ts[0]
+    if last[0] == checkpoint_id:
+        return last[1]
+    ts: str | None = None
+    head = checkpoint_id[:16]
+    if len(checkpoint_id) == 32 and head.isalnum():  # int() also takes signs and spaces
+        try:
+            ts = _format_ts(int(head, 16))
+        except (ValueError, OverflowError, OSError):
+            ts = None
+    _last_ts[0] = (checkpoint_id, ts)
+    return ts
+
+
+def _format_ts(ns: int) -> str:
+    second, micro = divmod(ns // 1000, 1_000_000)
+    cached = _last_second[0]
+    prefix = cached[1] if cached[0] == second else _prefix(second)
+    return f"{prefix}.{micro:06d}+00:00" if micro else f"{prefix}+00:00"
+
+
+def _prefix(second: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a unix second (remembered for the next call)."""
+    prefix = datetime.fromtimestamp(second, UTC).isoformat()[:-6]
+    _last_second[0] = (second, prefix)
+    return prefix
 
 
 def thread_config(config: Mapping[str, Any] | None) -> tuple[str, str, str | None]:

@@ -3,7 +3,9 @@
 A checkpoint does not hold its channel values; it holds ``refs``: channel -> blob id. A
 blob id is ``"<version>.<checkpoint id that wrote it>"``, so two forks that both reach
 version 5 of a channel write two different blobs and can never mix. Only the channels in
-``new_versions`` get a new blob; the others keep the parent's ref.
+``new_versions`` get a new blob; the others keep the parent's ref. A small value (see
+``inline_value``) gets no blob: its ref is ``(value,)`` and it is stored in the
+checkpoint's own record.
 
 A list value is stored as a *delta* when it starts with exactly the same item objects
 (``is``) as the value this process last stored or loaded for that channel: only the
@@ -22,6 +24,7 @@ handed out (lists themselves are copied).
 
 from __future__ import annotations
 
+import math
 import operator
 import threading
 from collections import OrderedDict
@@ -29,7 +32,50 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 from threadloom.checkpoint.serde import Codec
+from threadloom.checkpoint.serde_builtin import TAG
 from threadloom.engine.errors import CheckpointError, SerializationError
+
+Ref = str | tuple[Any]
+"""Where a checkpoint's channel value is: a blob id, or ``(value,)`` for a small scalar
+kept in the checkpoint's own record (no blob row)."""
+
+INLINE_STR = 64
+INLINE_KEYS = 8
+_INT_BOUND = 1 << 63
+
+
+def inline_scalar(value: Any) -> bool:
+    """Whether ``value`` is a small scalar: None, a bool, an int within 64 bits, a finite
+    float, or an ASCII str of at most ``INLINE_STR`` characters."""
+    t = type(value)
+    return (
+        value is None
+        or t is bool
+        or (t is int and -_INT_BOUND < value < _INT_BOUND)
+        or (t is str and len(value) <= INLINE_STR and value.isascii())
+        or (t is float and math.isfinite(value))
+    )
+
+
+def inline_value(value: Any) -> bool:
+    """Whether a channel value is kept in the checkpoint record instead of a blob row:
+    a small scalar (``inline_scalar``) or a dict of at most ``INLINE_KEYS`` of them under
+    short ASCII str keys (a counter, a usage tally)."""
+    if type(value) is not dict:
+        return inline_scalar(value)
+    if len(value) > INLINE_KEYS or TAG in value:
+        return False
+    for k, v in value.items():
+        if type(k) is not str or len(k) > INLINE_STR or not k.isascii():
+            return False
+        t = type(v)
+        if t is int:  # the common cases first, without a call
+            if not -_INT_BOUND < v < _INT_BOUND:
+                return False
+        elif not (v is None or t is bool or inline_scalar(v)):
+            return False
+    return True
+
 
 MIN_CHAIN = 32
 """Deltas may hold at least this many items before a new snapshot, so short lists (a
@@ -82,6 +128,9 @@ class NewBlob(NamedTuple):
     value: Any
 
 
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+
+
 class LRU:
     """A small least-recently-used map (callers hold their own lock)."""
 
@@ -96,12 +145,13 @@ class LRU:
         return value
 
     def put(self, key: Any, value: Any) -> None:
+        data = self.data
         if self.size <= 0:
             return
-        self.data[key] = value
-        self.data.move_to_end(key)
-        while len(self.data) > self.size:
-            self.data.popitem(last=False)
+        data[key] = value
+        data.move_to_end(key)
+        while len(data) > self.size:
+            data.popitem(last=False)
 
     def drop_thread(self, thread_id: str) -> None:
         for key in [k for k in list(self.data) if k[0] == thread_id]:
@@ -132,26 +182,33 @@ class BlobLayer:
         ns: str,
         checkpoint: Mapping[str, Any],
         new_versions: Mapping[str, Any],
-        parent_refs: Mapping[str, str],
-    ) -> tuple[dict[str, str], list[NewBlob]]:
-        """Blob refs for every channel with a value, and the new blobs to insert.
+        parent_refs: Mapping[str, Ref],
+    ) -> tuple[dict[str, Ref], list[NewBlob]]:
+        """Refs for every channel with a value, and the new blobs to insert.
+
+        A changed small value (``inline_value``) gets the ref ``(value,)`` and no blob.
 
         Raises:
             SerializationError: a value the codec cannot store (path names the channel).
         """
         values = checkpoint["channel_values"]
         versions = checkpoint.get("channel_versions", {})
-        refs: dict[str, str] = {}
+        refs: dict[str, Ref] = {}
         new: list[NewBlob] = []
         for channel, value in values.items():
             if channel not in new_versions and channel in parent_refs:
                 refs[channel] = parent_refs[channel]
                 continue
+            t = type(value)
+            if t is int or t is str or t is bool or t is float or t is dict or value is None:
+                if inline_value(value):  # a private copy: the caller's dict may change later
+                    refs[channel] = (dict(value) if t is dict else value,)
+                    continue
             version = new_versions.get(channel, versions.get(channel, 0))
             bid = f"{version}.{checkpoint['id']}"
             refs[channel] = bid
             row = self._encode_value(thread_id, ns, channel, bid, value)
-            new.append(NewBlob(channel, bid, row, value))
+            new.append(_new(NewBlob, (channel, bid, row, value)))
         return refs, new
 
     def snapshot(self, blob: NewBlob) -> NewBlob:
@@ -165,8 +222,8 @@ class BlobLayer:
         path = f"channel_values.{channel}"
         if type(value) is not list:
             return BlobRow(None, bid, -1, 0, self.codec.dumps(value, path=path))
-        with self._lock:
-            tip: _Tip | None = self._tips.get((thread_id, ns, channel))
+        with self._lock:  # no LRU bump: committed() moves the tip to the end
+            tip: _Tip | None = self._tips.data.get((thread_id, ns, channel))
         if tip is not None and len(value) >= len(tip.items):
             base_len = len(tip.items)
             if all(map(operator.is_, tip.items, value)):
@@ -178,20 +235,21 @@ class BlobLayer:
                     except SerializationError:
                         self.codec.dumps(value, path=path)  # re-raise with the right index
                         raise
-                    return BlobRow(tip.bid, tip.snap, len(value), chain, data)
-        return BlobRow(None, bid, len(value), 0, self.codec.dumps(value, path=path))
+                    return _new(BlobRow, (tip.bid, tip.snap, len(value), chain, data))
+        return _new(BlobRow, (None, bid, len(value), 0, self.codec.dumps(value, path=path)))
 
     def committed(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         """Record blobs that are now durably stored (their values become delta bases)."""
+        tips, values = self._tips, self._values
         with self._lock:
-            for b in blobs:
-                key = (thread_id, ns, b.channel)
-                if b.row.n < 0:
-                    self._tips.data.pop(key, None)
+            for channel, bid, row, value in blobs:
+                key = (thread_id, ns, channel)
+                if row.n < 0:
+                    tips.data.pop(key, None)
                     continue
-                tip = _Tip(b.bid, list(b.value), b.row.snap, b.row.chain)
-                self._tips.put(key, tip)
-                self._values.put((thread_id, ns, b.channel, b.bid), tip)
+                tip = _new(_Tip, (bid, list(value), row.snap, row.chain))
+                tips.put(key, tip)
+                values.put((thread_id, ns, channel, bid), tip)
 
     def forget_thread(self, thread_id: str) -> None:
         """Drop every cached value and tip of a deleted thread."""
@@ -205,7 +263,7 @@ class BlobLayer:
         self,
         thread_id: str,
         ns: str,
-        refs: Mapping[str, str],
+        refs: Mapping[str, Ref],
         reader: BlobReader,
         *,
         seed: bool = False,
@@ -226,6 +284,10 @@ class BlobLayer:
         missing: list[tuple[str, str]] = []
         with self._lock:
             for channel, bid in refs.items():
+                if type(bid) is not str:  # kept in the record; a dict is copied
+                    value = bid[0]
+                    out[channel] = dict(value) if type(value) is dict else value
+                    continue
                 hit = self._values.get((thread_id, ns, channel, bid))
                 if hit is not None:
                     tips[channel] = hit
@@ -298,7 +360,7 @@ class BlobLayer:
 
 
 def reachable_blobs(
-    refs_of_kept: list[Mapping[str, str]],
+    refs_of_kept: list[Mapping[str, Ref]],
     index: Mapping[tuple[str, str], str | None],
 ) -> set[tuple[str, str]]:
     """The ``(channel, blob id)`` keys kept checkpoints need, delta bases included.
@@ -311,6 +373,8 @@ def reachable_blobs(
     keep: set[tuple[str, str]] = set()
     for refs in refs_of_kept:
         for channel, bid in refs.items():
+            if type(bid) is not str:
+                continue  # kept in the record
             key: tuple[str, str] | None = (channel, bid)
             while key is not None and key not in keep:
                 keep.add(key)

@@ -153,9 +153,10 @@ def _forged(sentinel: str) -> list[bytes]:
 
 
 def check_forged_rows(b: Backend) -> None:
-    """A stored blob edited to name os.system/subprocess.Popen/any class is refused."""
+    """A stored blob or record edited to name os.system/subprocess.Popen/any class is
+    refused."""
     cp = b.make()
-    Writer(cp, "t1").put(x="safe")
+    Writer(cp, "t1").put(x=["safe"], y="inline")  # a list gets a blob, a short str none
     sentinel = os.path.join(tempfile.mkdtemp(), "pwned")
     modules = set(sys.modules)
     for data in _forged(sentinel):
@@ -168,6 +169,18 @@ def check_forged_rows(b: Backend) -> None:
         try:
             cp2.get_tuple(cfg("t1"))
             raise ConformanceError(f"forged blob {data!r} loaded")
+        except SerializationError:
+            pass
+    for data in _forged(sentinel):  # a value kept inline in the record, forged
+        with cp._tx(True) as tx:
+            row = tx.checkpoint_row("t1", "", None)
+            if row is None:
+                raise ConformanceError("the checkpoint vanished")
+            tx.delete_checkpoints("t1", "", [row.checkpoint_id])
+            tx.insert_checkpoint(row._replace(record=b'{"k":{},"r":{"y":[null,%s]}}' % data))
+        try:
+            b.reopen(cp, Codec()).get_tuple(cfg("t1"))
+            raise ConformanceError(f"forged record value {data!r} loaded")
         except SerializationError:
             pass
     expect(not os.path.exists(sentinel), "a forged blob ran code")

@@ -19,9 +19,10 @@ from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
 
 # A preset dictionary of what checkpoint JSON is made of: small blobs compress 3-5x with it.
 _ZDICT = (
-    b'{"step":"source":"loop","input","update","fork","writes":{"parents":{}}"__start__":'
+    b'{"step":"source":["loop",["input",["update",["fork","writes":{"parents":{}}"__start__":'
     b'{"c":{"v":1,"ts":"2026-01-01T00:00:00.000000+00:00","channel_versions":{"messages":'
-    b'"versions_seen":"next":["barriers":{}},"r":{"__tl__":"msg","v":{"content":"id":"name":'
+    b'"versions_seen":"next":["barriers":{}},"r":{"messages":[null,{"k":{"cv":{"nx":["b":'
+    b'{"__tl__":"msg","v":{"content":"id":"name":'
     b'"type":"human","ai","tool","system","tool_call_id":"status":"error","artifact":'
     b'"tool_calls":[{"name":"args":{"id":"call_","type":"tool_call"}],"usage_metadata":'
     b'{"input_tokens":"output_tokens":"total_tokens":"response_metadata":{"finish_reason":'
@@ -32,11 +33,12 @@ _ZDICT = (
 # Priming a compressor with the dictionary costs ~100 us; copying a primed one ~20 us.
 _COMPRESSOR = zlib.compressobj(1, zlib.DEFLATED, -11, 3, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
 _SMALL = 192  # below this, deflate saves too little to pay for its time
+_SMALL_CHECKPOINT = 1024  # checkpoint rows below this are kept raw (see _Ns)
 _RAW, _DEFLATED = b"\x00", b"\x01"
 
 
-def _pack(data: bytes) -> bytes:
-    if len(data) < _SMALL:
+def _pack(data: bytes, small: int = _SMALL) -> bytes:
+    if len(data) < small:
         return _RAW + data
     c = _COMPRESSOR.copy()
     return _DEFLATED + c.compress(data) + c.flush()
@@ -50,8 +52,15 @@ def _unpack(data: bytes) -> bytes:
 
 
 def _pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes) -> bytes:
-    head = (parent_id or "").encode()
-    return _pack(bytes([len(head)]) + head + len(record).to_bytes(4, "big") + record + metadata)
+    head = parent_id.encode() if parent_id else b""
+    size = len(record)
+    parts = (_LENGTHS[len(head)], head, size.to_bytes(4, "big"), record, metadata)
+    if len(head) + size + len(metadata) + 5 < _SMALL_CHECKPOINT:
+        return _RAW + b"".join(parts)
+    return _pack(b"".join(parts), _SMALL_CHECKPOINT)
+
+
+_LENGTHS = [bytes((n,)) for n in range(256)]
 
 
 def _unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
@@ -65,17 +74,20 @@ def _unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
 class _Ns:
     """One ``(thread, namespace)``: checkpoints in id order, blobs and pending writes.
 
-    Checkpoints (parent id, record, metadata) and blob data are kept deflated with a
-    preset dictionary: a 10-message thread stays under 10 KB resident.
+    Blob data, and checkpoint rows (parent id, record, metadata) of 1 KB or more, are
+    kept deflated with a preset dictionary: a 10-message thread stays under 10 KB
+    resident. Smaller checkpoint rows (~120 bytes for such a thread) are kept raw, as
+    deflating one would cost as much as the rest of a save.
     """
 
-    __slots__ = ("checkpoints", "blobs", "writes", "sorted")
+    __slots__ = ("checkpoints", "blobs", "writes", "sorted", "last")
 
     def __init__(self) -> None:
         self.checkpoints: dict[str, bytes] = {}
         self.blobs: dict[tuple[str, str], BlobRow] = {}
         self.writes: dict[str, dict[tuple[str, int], tuple[str, bytes]]] = {}
-        self.sorted = True
+        self.sorted = True  # checkpoints are in id order
+        self.last = ""  # the greatest id inserted (perhaps deleted since)
 
 
 def _inflate(row: BlobRow) -> BlobRow:
@@ -157,11 +169,16 @@ class _MemoryTx:
         return len(space.checkpoints) if space else 0
 
     def insert_checkpoint(self, row: CkRow) -> None:
-        space = self._ns_create(row.thread_id, row.checkpoint_ns)
-        cks = space.checkpoints
-        if cks and space.sorted and row.checkpoint_id < next(reversed(cks)):
+        thread_id, ns, cid, parent_id, record, metadata = row
+        spaces = self.s._data.get(thread_id)
+        space = spaces.get(ns) if spaces else None
+        if space is None:
+            space = self._ns_create(thread_id, ns)
+        if cid > space.last:
+            space.last = cid
+        elif space.checkpoints:
             space.sorted = False
-        cks[row.checkpoint_id] = _pack_checkpoint(row.parent_id, row.record, row.metadata)
+        space.checkpoints[cid] = _pack_checkpoint(parent_id, record, metadata)
 
     def delete_checkpoints(self, thread_id: str, ns: str, cids: list[str]) -> None:
         space = self._ns(thread_id, ns)
@@ -288,3 +305,20 @@ class InMemoryCheckpointer(StoredCheckpointer):
 
     def _tx(self, write: bool) -> _Locked:
         return self._locked
+
+    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
+        # As StoredCheckpointer._commit, minus the layers a dict store does not need.
+        with self._lock:
+            tx = self._txn
+            thread_id = row.thread_id
+            if token is not None:
+                self._current_lease(tx, thread_id, token)
+            if new:
+                ns = row.checkpoint_ns
+                # in place: the caller's caches learn what was really stored
+                new[:] = [self._check_base(tx, thread_id, ns, b) for b in new]
+                tx.insert_blobs(thread_id, ns, new)
+            tx.insert_checkpoint(row)
+            if self.ttl_seconds is not None or thread_id in self._threads:
+                self._touch(tx, thread_id)
+            return tx.count_checkpoints(thread_id, row.checkpoint_ns) if self.keep_latest else 0

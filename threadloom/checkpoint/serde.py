@@ -280,7 +280,10 @@ class Codec:
         if t is tuple:
             return lambda v: {TAG: "tup", "v": self._enc_list(list(v))}
         if is_message_class(t):
-            return self._enc_message
+            from threadloom.messages import message_to_dict  # resolved once per type
+
+            enc_dict = self._enc_dict
+            return lambda v: {TAG: "msg", "v": enc_dict(message_to_dict(v))}
         name = self.registry.name_of(t)
         if name is None:
             return None
@@ -291,11 +294,6 @@ class Codec:
         if dataclasses.is_dataclass(t):
             return lambda v: {TAG: "dc", "c": name, "v": self._enc_dict(_dc_fields(v))}
         return lambda v: {TAG: "nt", "c": name, "v": self._enc_list(list(v))}
-
-    def _enc_message(self, v: Any) -> dict[str, Any]:
-        from threadloom.messages import message_to_dict
-
-        return {TAG: "msg", "v": self._enc_dict(message_to_dict(v))}
 
     @staticmethod
     def _sorted(items: list[Any]) -> list[Any]:

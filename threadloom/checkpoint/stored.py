@@ -26,10 +26,15 @@ from threadloom.checkpoint.base import (
     make_config,
     thread_config,
 )
-from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, reachable_blobs
+from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, Ref, reachable_blobs
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
+from threadloom.checkpoint.records import (
+    decode_metadata,
+    decode_record,
+    encode_metadata,
+    encode_record,
+)
 from threadloom.checkpoint.serde import Codec
-from threadloom.checkpoint.serde_builtin import TAG
 from threadloom.engine.errors import CheckpointError
 
 # Special write channels keep one slot per task (negative idx) and are overwritten.
@@ -45,6 +50,9 @@ class CkRow(NamedTuple):
     parent_id: str | None
     record: bytes
     metadata: bytes
+
+
+_new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
 
 
 class Tx(Protocol):
@@ -170,7 +178,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             out: list[CheckpointTuple] = []
             for row in rows:
                 if filter:
-                    meta = self.codec.loads(row.metadata)
+                    meta = decode_metadata(self.codec, row.metadata)
                     if any(k not in meta or meta[k] != v for k, v in filter.items()):
                         continue
                 out.append(self._tuple(tx, row, seed=False))
@@ -200,7 +208,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         return CheckpointTuple(
             make_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
             checkpoint,
-            self.codec.loads(row.metadata),
+            decode_metadata(self.codec, row.metadata),
             parent,
             writes,
         )
@@ -225,52 +233,47 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         """
         thread_id, ns, parent_id = thread_config(config)
         cid = checkpoint["id"]
-        parent_refs = self._parent_refs(thread_id, ns, parent_id)
+        key = (thread_id, ns)
+        cached = self._parents.data.get(key)  # the last checkpoint put or loaded here
+        parent_refs = (
+            cached[1] if cached is not None and cached[0] == parent_id
+            else self._parent_refs(thread_id, ns, parent_id)
+        )
         refs, new = self.blobs.encode(thread_id, ns, checkpoint, new_versions, parent_refs)
-        record = self._encode_record(checkpoint, refs)
-        meta = (self.codec.dumps_plain(metadata) if _plain_metadata(metadata)
-                else self.codec.dumps(dict(metadata), path="metadata"))
-        row = CkRow(thread_id, ns, cid, parent_id, record, meta)
-        with self._tx(True) as tx:
-            self._check_fence(tx, thread_id, config)
-            new = [self._check_base(tx, thread_id, ns, b) for b in new]
-            tx.insert_blobs(thread_id, ns, new)
-            tx.insert_checkpoint(row)
-            self._touch(tx, thread_id)
-            count = tx.count_checkpoints(thread_id, ns) if self.keep_latest else 0
-        self.blobs.committed(thread_id, ns, new)
-        self._parents.put((thread_id, ns), (cid, refs))
+        record = encode_record(self.codec, checkpoint, refs)
+        row = _new_row(CkRow, (thread_id, ns, cid, parent_id, record,
+                               encode_metadata(self.codec, metadata)))
+        token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
+        count = self._commit(row, new, token)
+        if new:
+            self.blobs.committed(thread_id, ns, new)
+        self._parents.put(key, (cid, refs))
         if self.keep_latest and count > self.keep_latest:
             self.prune(thread_id, keep_last=self.keep_latest)
-        out = make_config(thread_id, ns, cid)
-        token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
+        conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         if token is not None:  # the run's next writes, made with this config, stay fenced
-            out["configurable"][LEASE_TOKEN_KEY] = token
-        return out
+            conf[LEASE_TOKEN_KEY] = token
+        return {"configurable": conf}
 
-    def _encode_record(self, checkpoint: Checkpoint, refs: dict[str, str]) -> bytes:
-        # Compact: the id is the row's key, and a blob written by this very checkpoint is
-        # referenced by its version alone ([5] instead of "5.<id>").
-        # Empty bookkeeping maps are left out and restored on load.
-        own = "." + checkpoint["id"]
-        body = {
-            k: v for k, v in checkpoint.items()
-            if k not in ("channel_values", "id") and not (k in _OPTIONAL_MAPS and not v)
-        }
-        short = {ch: [bid[: -len(own)]] if bid.endswith(own) else bid for ch, bid in refs.items()}
-        if _plain_record(body):
-            return self.codec.dumps_plain({"c": body, "r": short})
-        return self.codec.dumps({"c": body, "r": short}, path="checkpoint")
+    def _commit(self, row: CkRow, new: builtins.list[NewBlob], token: int | None) -> int:
+        """Write one ``put`` in one transaction, after checking the lease ``token``.
 
-    def _decode_record(self, row: CkRow) -> tuple[Checkpoint, dict[str, str]]:
-        record = self.codec.loads(row.record)
-        checkpoint = record["c"]
-        checkpoint["id"] = row.checkpoint_id
-        for key in _OPTIONAL_MAPS:
-            checkpoint.setdefault(key, {})
-        own = "." + row.checkpoint_id
-        refs = {ch: r[0] + own if type(r) is list else r for ch, r in record["r"].items()}
-        return checkpoint, refs
+        Returns the namespace's checkpoint count when ``keep_latest`` is set (else 0).
+        """
+        with self._tx(True) as tx:
+            thread_id, ns = row.thread_id, row.checkpoint_ns
+            if token is not None:
+                self._current_lease(tx, thread_id, token)
+            if new:
+                # in place: the caller's caches learn what was really stored
+                new[:] = [self._check_base(tx, thread_id, ns, b) for b in new]
+                tx.insert_blobs(thread_id, ns, new)
+            tx.insert_checkpoint(row)
+            self._touch(tx, thread_id)
+            return tx.count_checkpoints(thread_id, ns) if self.keep_latest else 0
+
+    def _decode_record(self, row: CkRow) -> tuple[Checkpoint, dict[str, Ref]]:
+        return decode_record(self.codec, row.checkpoint_id, row.record)
 
     def _check_base(self, tx: Tx, thread_id: str, ns: str, blob: NewBlob) -> NewBlob:
         base = blob.row.base
@@ -278,7 +281,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             return blob
         return self.blobs.snapshot(blob)  # the base was pruned or deleted meanwhile
 
-    def _parent_refs(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, str]:
+    def _parent_refs(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, Ref]:
         if parent_id is None:
             return {}
         cached = self._parents.get((thread_id, ns))
@@ -432,42 +435,3 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     def _due(tx: Tx, thread_id: str) -> bool:
         info = tx.get_thread(thread_id)
         return info is not None and info[1] is not None and info[1] <= time.time()
-
-
-# -- bookkeeping the engine writes, recognised so it skips the codec's walk --------------
-
-_OPTIONAL_MAPS = ("versions_seen", "barriers")
-_META_KEYS = frozenset({"source", "step", "writes", "parents"})
-
-
-def _plain_record(body: Mapping[str, Any]) -> bool:
-    """Whether a checkpoint record is the engine's plain shape (no user values inside)."""
-    if type(body.get("v")) is not int or type(body.get("ts")) is not str:
-        return False
-    if body.get("versions_seen"):
-        return False
-    if any(type(x) is not str for x in body.get("next", ())):
-        return False  # Send packets carry user values: the codec must see them
-    versions = body.get("channel_versions", {})
-    if type(versions) is not dict or TAG in versions:
-        return False
-    if any(type(v) is not int for v in versions.values()):
-        return False
-    barriers = body.get("barriers", {})
-    return type(barriers) is dict and TAG not in barriers and all(
-        type(v) is list and all(type(s) is str for s in v) for v in barriers.values()
-    )
-
-
-def _plain_metadata(meta: Mapping[str, Any]) -> bool:
-    """Whether metadata is exactly the engine's ``source``/``step``/``writes``/``parents``."""
-    if type(meta) is not dict or not meta.keys() <= _META_KEYS:
-        return False
-    if type(meta.get("source", "")) is not str or type(meta.get("step", 0)) is not int:
-        return False
-    if meta.get("parents"):
-        return False
-    writes = meta.get("writes", {})
-    return type(writes) is dict and TAG not in writes and all(
-        type(v) is list and all(type(s) is str for s in v) for v in writes.values()
-    )

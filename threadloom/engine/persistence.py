@@ -10,7 +10,6 @@ token, so a run that lost its thread can write nothing more.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import (
@@ -20,7 +19,7 @@ from threadloom.checkpoint.base import (
     SCHEDULED,
     Checkpoint,
     make_config,
-    new_checkpoint_id,
+    new_checkpoint_id_ts,
 )
 from threadloom.engine.channels import MISSING
 from threadloom.engine.errors import GraphRunError
@@ -114,33 +113,34 @@ class Persistence:
     ) -> None:
         if self.cp is None:
             return
+        cid, ts = new_checkpoint_id_ts()
+        versions = self.versions
         checkpoint: Checkpoint = {
             "v": 1,
-            "id": new_checkpoint_id(),
-            "ts": _dt.datetime.now(_dt.UTC).isoformat(),
+            "id": cid,
+            "ts": ts,  # the id's own time: a store need not keep it
             "channel_values": {
                 k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING
             },
-            "channel_versions": dict(self.versions),
+            "channel_versions": dict(versions),
             "versions_seen": {},  # routing is explicit in "next"; kept for the format
-            "next": saved_next(planned),
+            "next": saved_next(planned) if planned.sends else list(planned.tasks),
             "barriers": {k: sorted(v) for k, v in self.barriers.items() if v},
         }
         metadata = {
             "source": source,
             "step": self.step,
-            "writes": {
-                t.name: sorted({k for k, _ in (t.result.writes if t.result else [])}) for t in tasks
-            },
+            "writes": {t.name: _written(t) for t in tasks},
             "parents": {},
         }
-        new_versions = {k: self.versions[k] for k in updated}
+        new_versions = {k: versions[k] for k in updated}
         if self.durability == "exit":
             merged = dict(self._unsaved_exit[3]) if self._unsaved_exit else {}
             merged.update(new_versions)
             self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
             return
-        await self._flush_pending_put()
+        if self.pending_put is not None:
+            await self._flush_pending_put()
         if self.lease is not None:
             await self.lease.renew_if_due()
         parent = self.checkpoint_config
@@ -149,15 +149,20 @@ class Persistence:
             # are saved only after it (every put_writes waits for the pending put).
             conf = self.config["configurable"]
             self.checkpoint_config = self._own(
-                make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), checkpoint["id"])
+                make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
             self.pending_put = asyncio.ensure_future(
                 self._put_now((parent, checkpoint, metadata, new_versions))
             )
+        elif self.blocking_ok or getattr(self.cp, "inline_io", False):
+            self.checkpoint_config = self._own(
+                self.cp.put(parent, checkpoint, metadata, new_versions)
+            )
+            self._unsaved_exit = None
         else:
             await self._put_now((parent, checkpoint, metadata, new_versions))
         if self.emit is not None and ("checkpoints" in self.modes or "debug" in self.modes):
-            event = {"id": checkpoint["id"], "metadata": metadata, "next": planned.node_names(),
+            event = {"id": cid, "metadata": metadata, "next": planned.node_names(),
                      "values": self.output()}
             if "checkpoints" in self.modes:
                 self.emit("checkpoints", event)
@@ -172,8 +177,10 @@ class Persistence:
     def _own(self, config: dict[str, Any]) -> dict[str, Any]:
         """``config`` carrying this run's lease token, so every write is fenced."""
         token = (self.config.get("configurable") or {}).get("__lease_token")
+        if token is None:
+            return config
         conf = config.get("configurable") or {}
-        if token is None or conf.get("__lease_token") == token:
+        if conf.get("__lease_token") == token:
             return config
         return {**config, "configurable": {**conf, "__lease_token": token}}
 
@@ -190,3 +197,14 @@ class Persistence:
 
     def _config_id(self) -> str | None:
         return (self.config.get("configurable") or {}).get("checkpoint_id")
+
+
+def _written(task: Task) -> list[str]:
+    """The sorted channels a task wrote (its metadata ``writes`` entry)."""
+    result = task.result
+    if result is None or not result.writes:
+        return []
+    writes = result.writes
+    if len(writes) == 1:
+        return [writes[0][0]]
+    return sorted({k for k, _ in writes})

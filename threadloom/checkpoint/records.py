@@ -1,0 +1,228 @@
+"""The bytes of a checkpoint row: its record (checkpoint without values, plus blob refs)
+and its metadata.
+
+A record is codec JSON ``{"k": body, "r": refs}`` when the checkpoint has the engine's
+plain shape (the eight ``Checkpoint`` keys, no user value in ``next``, empty
+``versions_seen``). The body then keeps only what differs from the defaults, under short
+names: ``v`` (absent: 1), ``ts`` (absent: derived from the id, see ``checkpoint_ts``),
+``cv`` channel_versions, ``nx`` next, ``b`` barriers (absent: empty). Any other checkpoint
+is written whole as ``{"c": body, "r": refs}`` (the id and the values are never in it),
+through the codec's full walk when it may hold user values.
+
+``refs`` maps each channel to where its value is: ``"<version>.<id>"`` (a blob written
+by an earlier checkpoint), ``["<version>"]`` (a blob of this checkpoint) or
+``[null, value]`` (a small scalar kept in the record itself, no blob row).
+
+Engine metadata (exactly ``source``, ``step``, ``writes`` and an empty ``parents``, in
+that order) is written as the list ``[source, step, writes]``; any other metadata as
+the dict itself. Both forms are read back as the same dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from threadloom.checkpoint.base import Checkpoint, checkpoint_ts
+from threadloom.checkpoint.blobs import Ref
+from threadloom.checkpoint.serde import Codec
+from threadloom.checkpoint.serde_builtin import TAG
+
+_CHECKPOINT_KEYS = frozenset(Checkpoint.__annotations__)
+_OPTIONAL_MAPS = ("versions_seen", "barriers")
+_META_ORDER = ("source", "step", "writes", "parents")
+_META_KEYS = frozenset(_META_ORDER)
+
+
+def encode_record(codec: Codec, checkpoint: Checkpoint, refs: Mapping[str, Ref]) -> bytes:
+    """The record bytes of ``checkpoint`` whose values are at ``refs``.
+
+    Raises:
+        SerializationError: a user value in ``next`` or a bookkeeping map the codec
+            cannot store.
+    """
+    cid = checkpoint["id"]
+    own = "." + cid
+    cut = -len(own)
+    short: dict[str, Any] = {}
+    for ch, ref in refs.items():
+        if type(ref) is str:
+            short[ch] = [ref[:cut]] if ref.endswith(own) else ref
+        else:
+            short[ch] = [None, ref[0]]
+    plain_refs = TAG not in short
+    if plain_refs and checkpoint.keys() == _CHECKPOINT_KEYS:
+        body = _compact_body(checkpoint, cid)
+        if body is not None:
+            return codec.dumps_plain({"k": body, "r": short})
+    body = {
+        k: v for k, v in checkpoint.items()
+        if k not in ("channel_values", "id") and not (k in _OPTIONAL_MAPS and not v)
+    }
+    if plain_refs and _plain_record(body):
+        return codec.dumps_plain({"c": body, "r": short})
+    return codec.dumps({"c": body, "r": short}, path="checkpoint")
+
+
+def decode_record(codec: Codec, cid: str, data: bytes) -> tuple[Checkpoint, dict[str, Ref]]:
+    """The checkpoint (``channel_values`` still empty) and refs stored in a record.
+
+    Raises:
+        SerializationError: bytes that are not a record this codec wrote.
+    """
+    record = codec.loads(data)
+    body = record.get("k")
+    checkpoint: Any
+    if body is not None:
+        ts = body.get("ts")
+        checkpoint = {
+            "v": body.get("v", 1),
+            "id": cid,
+            "ts": ts if ts is not None else checkpoint_ts(cid) or "",
+            "channel_values": {},
+            "channel_versions": body.get("cv", {}),
+            "versions_seen": {},
+            "next": body.get("nx", []),
+            "barriers": body.get("b", {}),
+        }
+    else:
+        checkpoint = record["c"]
+        checkpoint["id"] = cid
+        for key in _OPTIONAL_MAPS:
+            checkpoint.setdefault(key, {})
+    own = "." + cid
+    refs: dict[str, Ref] = {}
+    for ch, r in record["r"].items():
+        if type(r) is not list:
+            refs[ch] = r
+        elif len(r) == 1:
+            refs[ch] = r[0] + own
+        else:
+            refs[ch] = (r[1],)
+    return checkpoint, refs
+
+
+def encode_metadata(codec: Codec, metadata: Mapping[str, Any]) -> bytes:
+    """The metadata bytes: the engine's shape as a short list, anything else as a dict.
+
+    Raises:
+        SerializationError: a metadata value the codec cannot store.
+    """
+    if type(metadata) is dict and len(metadata) == 4:
+        source, step, writes, parents = metadata.values()
+        if (
+            type(source) is str
+            and type(step) is int
+            and type(parents) is dict
+            and not parents
+            and tuple(metadata) == _META_ORDER
+            and type(writes) is dict
+            and TAG not in writes
+        ):
+            for names in writes.values():
+                if type(names) is not list:
+                    break
+                for name in names:
+                    if type(name) is not str:
+                        break
+                else:
+                    continue
+                break
+            else:
+                return codec.dumps_plain([source, step, writes])
+    if _plain_metadata(metadata):
+        return codec.dumps_plain(metadata)
+    return codec.dumps(dict(metadata), path="metadata")
+
+
+def decode_metadata(codec: Codec, data: bytes) -> dict[str, Any]:
+    """The metadata dict ``encode_metadata`` wrote.
+
+    Raises:
+        SerializationError: bytes this codec did not write.
+    """
+    meta = codec.loads(data)
+    if type(meta) is list:
+        return {"source": meta[0], "step": meta[1], "writes": meta[2], "parents": {}}
+    return meta  # type: ignore[no-any-return]
+
+
+# -- bookkeeping the engine writes, recognised so it skips the codec's walk --------------
+
+
+def _compact_body(checkpoint: Checkpoint, cid: str) -> dict[str, Any] | None:
+    """The ``"k"`` body of a checkpoint with exactly the ``Checkpoint`` keys, or None
+    when one of them holds something else than the engine writes."""
+    v, ts, versions = checkpoint["v"], checkpoint["ts"], checkpoint["channel_versions"]
+    seen, nxt, barriers = checkpoint["versions_seen"], checkpoint["next"], checkpoint["barriers"]
+    if (
+        type(v) is not int
+        or type(ts) is not str
+        or type(seen) is not dict
+        or seen
+        or type(versions) is not dict
+        or type(nxt) is not list
+        or type(barriers) is not dict
+        or TAG in versions
+    ):
+        return None
+    for x in versions.values():
+        if type(x) is not int:
+            return None
+    for x in nxt:
+        if type(x) is not str:
+            return None  # Send packets carry user values: the codec must see them
+    body: dict[str, Any] = {}
+    if v != 1:
+        body["v"] = v
+    if ts != checkpoint_ts(cid):
+        body["ts"] = ts
+    if versions:
+        body["cv"] = versions
+    if nxt:
+        body["nx"] = nxt
+    if barriers:
+        if not _plain_writes(barriers):
+            return None
+        body["b"] = barriers
+    return body
+
+
+def _plain_writes(m: Any) -> bool:
+    """Whether ``m`` is a dict of str -> list of str (metadata writes, barriers)."""
+    if type(m) is not dict or TAG in m:
+        return False
+    for v in m.values():
+        if type(v) is not list:
+            return False
+        for s in v:
+            if type(s) is not str:
+                return False
+    return True
+
+
+def _plain_record(body: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint record is the engine's plain shape (no user values inside)."""
+    if type(body.get("v")) is not int or type(body.get("ts")) is not str:
+        return False
+    if body.get("versions_seen"):
+        return False
+    if any(type(x) is not str for x in body.get("next", ())):
+        return False  # Send packets carry user values: the codec must see them
+    versions = body.get("channel_versions", {})
+    if type(versions) is not dict or TAG in versions:
+        return False
+    if any(type(v) is not int for v in versions.values()):
+        return False
+    return _plain_writes(body.get("barriers", {}))
+
+
+def _plain_metadata(meta: Mapping[str, Any]) -> bool:
+    """Whether metadata is exactly the engine's ``source``/``step``/``writes``/``parents``."""
+    if type(meta) is not dict or not meta.keys() <= _META_KEYS:
+        return False
+    if type(meta.get("source", "")) is not str or type(meta.get("step", 0)) is not int:
+        return False
+    if meta.get("parents"):
+        return False
+    return _plain_writes(meta.get("writes", {}))
