@@ -21,7 +21,6 @@ from threadloom.checkpoint.base import (
     make_config,
     new_checkpoint_id_ts,
 )
-from threadloom.engine.channels import MISSING
 from threadloom.engine.errors import GraphRunError
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
@@ -44,6 +43,7 @@ class Persistence:
     pending_put: asyncio.Task[Any] | None
     interrupts: list[Interrupt]
     channels: dict[str, Channel]
+    values: dict[str, Any]
     versions: dict[str, int]
     barriers: dict[str, set[str]]
     step: int
@@ -119,9 +119,7 @@ class Persistence:
             "v": 1,
             "id": cid,
             "ts": ts,  # the id's own time: a store need not keep it
-            "channel_values": {
-                k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING
-            },
+            "channel_values": dict(self.values),
             "channel_versions": dict(versions),
             "versions_seen": {},  # routing is explicit in "next"; kept for the format
             "next": saved_next(planned) if planned.sends else list(planned.tasks),
