@@ -11,14 +11,15 @@ writes one message).
 from __future__ import annotations
 
 import typing
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Annotated, Any, TypedDict, get_type_hints
 
 from threadloom.agent.state import RESERVED_KEYS, State, default_handler, validate_user_schema
 from threadloom.engine.channels import Ephemeral
 from threadloom.messages import REMOVE_ALL_MESSAGES, AnyMessage, BaseMessage, RemoveMessage
+from threadloom.messages.ids import uuid4_str
 from threadloom.reducers import add_messages, replace_values
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
@@ -38,13 +39,10 @@ Counts = Mapping[str, int] | None
 
 def sum_usage(current: Counts, update: Counts) -> dict[str, int]:
     """Reducer of ``token_usage``: adds ``input/output/total_tokens``; ``None`` resets."""
-    out = {k: 0 for k in USAGE_KEYS}
     if update is None:
-        return out
-    for source in (current or {}, update):
-        for key in USAGE_KEYS:
-            out[key] += int(source.get(key) or 0)
-    return out
+        return {k: 0 for k in USAGE_KEYS}
+    current = current or {}
+    return {k: int(current.get(k) or 0) + int(update.get(k) or 0) for k in USAGE_KEYS}
 
 
 def sum_counts(current: Counts, update: Counts) -> dict[str, int]:
@@ -134,7 +132,7 @@ def messages_update(old: list[BaseMessage], new: list[BaseMessage]) -> list[Base
     if new is old:
         return []
     n = len(old)
-    if len(new) >= n and all(a is b for a, b in zip(old, new, strict=False)):
+    if len(new) >= n and all(map(is_, old, new)):
         return list(new[n:])
     new_ids = {m.id for m in new}
     removed = [m.id for m in old if m.id not in new_ids]
@@ -187,7 +185,7 @@ class HookBridge:
         data = {k: v for k, v in values.items() if k in schema}
         for message in messages:
             if not message.id:
-                message.id = str(uuid.uuid4())
+                message.id = uuid4_str()
         data["messages"] = list(messages)
         return State(schema, data)
 
@@ -235,7 +233,7 @@ def _set_control(control: Control, key: str, value: Any) -> None:
 
 def _reduced_write(old: Any, new: Any) -> Any:
     if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old) and all(
-        a is b for a, b in zip(old, new, strict=False)
+        map(is_, old, new)
     ):
         return new[len(old):]
     return Overwrite(new)

@@ -123,8 +123,9 @@ class ModelStep:
         extra = [strategy.tool_dict()] if isinstance(strategy, ToolStrategy) else []
         self.default_tools: list[Any] = [*tools.values(), *extra]
         self.default_wire = [self.wire(t) for t in self.default_tools]
+        self.provider_strategy = strategy if isinstance(strategy, ProviderStrategy) else None
         self.response_format = (
-            strategy.response_format() if isinstance(strategy, ProviderStrategy) else None)
+            strategy.response_format() if self.provider_strategy is not None else None)
         self.handler = chain(self.wrappers, self._handle) if self.wrappers else None
 
     def wire(self, t: Any) -> dict[str, Any]:
@@ -180,25 +181,29 @@ class ModelStep:
                 usage_attributes(step_span, reply.usage_metadata)
         else:
             reply = await self._ask(system, history, view, opts, steps + 1)
-        messages = [*history, reply]
         add_delta(update, "step_count", 1)
         usage = reply.usage_metadata
         if usage:
             add_delta(update, "token_usage", {k: int(usage.get(k) or 0) for k in _TOKEN_KEYS})
         update["context_tokens"] = context_tokens(reply, history)
-        if isinstance(self.strategy, ProviderStrategy) and _final_text(reply):
-            update["structured_response"] = self.strategy.parse(reply.text)
-        if hooks.has("after_llm"):
-            values = _after_values(view, update, steps)
-            changes, control, messages, _ = await hooks.run(
-                "after_llm", values, messages, opts.hook_context)
-            for key, value in changes.items():
-                if key in ("step_count", "token_usage", "tool_call_counts"):
-                    add_delta(update, key, value)
-                else:
-                    update[key] = value
-            if control.stop_run is not None or control.jump_to is not None:
-                return self._leave(nodes, stored, messages, update, control)
+        if self.provider_strategy is not None and _final_text(reply):
+            update["structured_response"] = self.provider_strategy.parse(reply.text)
+        if not hooks.has("after_llm"):
+            # the usual case, an unchanged history plus the reply, needs no comparison
+            update["messages"] = [reply] if history is stored else messages_update(
+                stored, [*history, reply])
+            return update
+        messages = [*history, reply]
+        values = _after_values(view, update, steps)
+        changes, control, messages, _ = await hooks.run(
+            "after_llm", values, messages, opts.hook_context)
+        for key, value in changes.items():
+            if key in ("step_count", "token_usage", "tool_call_counts"):
+                add_delta(update, key, value)
+            else:
+                update[key] = value
+        if control.stop_run is not None or control.jump_to is not None:
+            return self._leave(nodes, stored, messages, update, control)
         update["messages"] = messages_update(stored, messages)
         return update
 
@@ -227,6 +232,9 @@ class ModelStep:
             wire = self.default_wire if tools is self.default_tools else [
                 self.wire(t) for t in tools]
             msgs = request_messages(system, history, self.merge_system)
+            if not opts.trace and opts.streaming_callback is None:  # ``call``, one frame less
+                return await self.model.ainvoke(msgs, tools=wire or None, tool_choice=None,
+                                                response_format=self.response_format, **kwargs)
             if not opts.trace:
                 return await self.call(self.model, msgs, wire, None, self.response_format,
                                        kwargs, opts)

@@ -106,6 +106,8 @@ class AgentNodes:
             if target == "end":
                 messages = answer_pending(messages, "the run was ended by a hook")
         update["messages"] = messages_update(state["messages"], messages)
+        if target is None and _RESET.keys().isdisjoint(update):
+            return {**_RESET, **update}  # the same writes, in the same order, as one dict
         return [dict(_RESET), update if target is None else jump(update, target)]
 
     @staticmethod

@@ -231,6 +231,25 @@ def _calls_of(message: AIMessage) -> list[tuple[str, str]]:
     return calls
 
 
+def _pairs_valid(messages: Sequence[BaseMessage]) -> bool:
+    """Whether every assistant message with calls is followed at once by exactly one
+    result per call, in call order, and no other tool message appears."""
+    expected: list[str] = []  # the current calls still to answer, last one first
+    message: Any  # a ToolMessage where type is "tool", an AIMessage where it is "ai"
+    for message in messages:
+        if message.type == "tool":
+            if not expected or expected[-1] != message.tool_call_id:
+                return False
+            expected.pop()
+        elif expected:
+            return False
+        elif message.type == "ai" and (message.tool_calls or message.invalid_tool_calls):
+            expected = [call_id for call_id, _ in reversed(_calls_of(message))]
+            if len(expected) > 1 and len(set(expected)) < len(expected):
+                return False  # two calls share an id: one result cannot answer both
+    return not expected
+
+
 def repair_tool_pairs(messages: list[BaseMessage]) -> list[BaseMessage]:
     """Give every tool call exactly one result, right after its assistant message.
 
@@ -245,37 +264,22 @@ def repair_tool_pairs(messages: list[BaseMessage]) -> list[BaseMessage]:
     Returns:
         ``messages`` itself when it was already valid, else a new list.
     """
+    if _pairs_valid(messages):
+        return messages
     owner: dict[str, int] = {}
     results: dict[int, dict[str, ToolMessage]] = {}
-    valid = True
-    expected: list[str] = []
+    message: Any  # a ToolMessage where type is "tool", an AIMessage where it is "ai"
     for index, message in enumerate(messages):
-        kind = message.type
-        if kind == "tool":
-            tool = cast(ToolMessage, message)  # only a ToolMessage has type "tool"
-            ai_index = owner.get(tool.tool_call_id)
+        if message.type == "tool":
+            call_id = message.tool_call_id
+            ai_index = owner.get(call_id)
             got = results.get(ai_index) if ai_index is not None else None
-            if got is None or tool.tool_call_id in got:
-                valid = False
-                continue
-            got[tool.tool_call_id] = tool
-            if not expected or expected[0] != tool.tool_call_id:
-                valid = False
-            else:
-                expected.pop(0)
-            continue
-        if expected:
-            valid = False
-            expected = []
-        ai = cast(AIMessage, message)  # read only when type is "ai"
-        if kind == "ai" and (ai.tool_calls or ai.invalid_tool_calls):
-            calls = _calls_of(ai)
-            for call_id, _ in calls:
+            if got is not None and call_id not in got:  # else an orphan or a duplicate
+                got[call_id] = message
+        elif message.type == "ai" and (message.tool_calls or message.invalid_tool_calls):
+            for call_id, _ in _calls_of(message):
                 owner[call_id] = index
             results[index] = {}
-            expected = [call_id for call_id, _ in calls]
-    if valid and not expected:
-        return messages
     return _rebuild(messages, results)
 
 

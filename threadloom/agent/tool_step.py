@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, messages_update
@@ -56,6 +57,8 @@ def answered(messages: Sequence[BaseMessage], index: int) -> set[str]:
 
 def in_call_order(messages: list[BaseMessage], index: int) -> list[BaseMessage]:
     """Put the results of ``messages[index]``'s calls right after it, in call order."""
+    if len(messages) - index <= 2:
+        return messages  # one message or none after it: nothing to reorder
     ai: Any = messages[index]
     order = {c.get("id"): i for i, c in enumerate([*ai.tool_calls, *ai.invalid_tool_calls])}
     tail = messages[index + 1:]
@@ -63,14 +66,14 @@ def in_call_order(messages: list[BaseMessage], index: int) -> list[BaseMessage]:
     rest = [m for m in tail if not (m.type == "tool" and m.tool_call_id in order)]  # type: ignore[attr-defined]
     mine.sort(key=lambda m: order[m.tool_call_id])  # type: ignore[attr-defined]
     new_tail = mine + rest
-    if all(a is b for a, b in zip(tail, new_tail, strict=True)):
+    if all(map(is_, tail, new_tail)):
         return messages
     return [*messages[:index + 1], *new_tail]
 
 
 def _message_for(ai: AIMessage, calls: list[Any]) -> AIMessage:
     if not ai.invalid_tool_calls and len(calls) == len(ai.tool_calls) and all(
-            a is b for a, b in zip(calls, ai.tool_calls, strict=True)):
+            map(is_, calls, ai.tool_calls)):
         return ai
     return ai.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []})
 
@@ -140,7 +143,10 @@ class ToolStep:
         if index is None:
             return {}
         toolset = self.toolset(state, opts)
-        messages = await self._answer_broken(toolset, stored, index)
+        done = answered(stored, index)
+        broken = self._broken(toolset, stored[index], done)
+        messages = stored if broken is None else await self._answer_broken(
+            toolset, stored, broken)
         update: dict[str, Any] = {}
         view = state
         if nodes.hooks.has("before_tool"):
@@ -156,7 +162,8 @@ class ToolStep:
                 update["messages"] = messages_update(stored, messages)
                 return update
         ai: Any = messages[index]
-        done = answered(messages, index)
+        if messages is not stored:
+            done = answered(messages, index)
         pending = [c for c in ai.tool_calls if c.get("id") not in done]
         results, commands, again = await self._run(toolset, ai, pending, view, update, opts)
         messages = in_call_order([*messages, *results], index)
@@ -177,19 +184,22 @@ class ToolStep:
         result: Any = update if target in (None, "exit_check") else jump(update, target)
         return [result, *commands] if commands else result
 
-    async def _answer_broken(
-        self, toolset: ToolNode, messages: list[BaseMessage], index: int
-    ) -> list[BaseMessage]:
-        ai: Any = messages[index]
-        done = answered(messages, index)
+    def _broken(self, toolset: ToolNode, ai: Any, done: set[str]) -> AIMessage | None:
+        """``ai`` cut down to its unanswered calls that cannot run, or None if none."""
         known = toolset.tools_by_name
         special = self.structured.name if self.structured is not None else None
         unknown = [c for c in ai.tool_calls
                    if c.get("id") not in done and c["name"] not in known and c["name"] != special]
         invalid = [c for c in ai.invalid_tool_calls if c.get("id") not in done]
         if not unknown and not invalid:
-            return messages
-        broken = ai.model_copy(update={"tool_calls": unknown, "invalid_tool_calls": invalid})
+            return None
+        return ai.model_copy(  # type: ignore[no-any-return]
+            update={"tool_calls": unknown, "invalid_tool_calls": invalid})
+
+    @staticmethod
+    async def _answer_broken(
+        toolset: ToolNode, messages: list[BaseMessage], broken: AIMessage
+    ) -> list[BaseMessage]:
         results = await toolset.run_tool_calls(broken)
         return [*messages, *(r for r in results if isinstance(r, ToolMessage))]
 

@@ -14,15 +14,23 @@ from pydantic import TypeAdapter, ValidationError
 from threadloom.messages.types import (
     _DEVELOPER_FLAG,
     _ROLE_CLASSES,
+    AIMessage,
+    AIMessageChunk,
     AnyMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
+    construct_unchecked,
 )
 from threadloom.messages.wire import message_from_openai
 
 _ANY_MESSAGE: TypeAdapter[Any] = TypeAdapter(AnyMessage)
+# The message classes themselves: a type test is cheaper than ``isinstance`` through
+# pydantic's ABC metaclass, and these are what lists almost always hold.
+_MESSAGE_TYPES = frozenset(
+    {AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, SystemMessage, ToolMessage})
 
 
 def coerce_message(value: Any) -> BaseMessage:
@@ -40,6 +48,8 @@ def coerce_message(value: Any) -> BaseMessage:
     if isinstance(value, BaseMessage):
         return value
     if isinstance(value, str):
+        if type(value) is str:  # nothing to validate: what HumanMessage(content=value) builds
+            return construct_unchecked(HumanMessage, content=value)
         return HumanMessage(content=value)
     if isinstance(value, dict):
         if "role" in value:
@@ -68,6 +78,8 @@ def _from_tuple(value: Sequence[Any]) -> BaseMessage:
         raise ValueError(f"a {role!r} message tuple needs 2 items: (role, content)")
     if role.lower() == "developer":
         return SystemMessage(content=content, additional_kwargs={_DEVELOPER_FLAG: "developer"})
+    if type(content) is str:  # nothing to validate: what cls(content=content) would build
+        return construct_unchecked(cls, content=content)
     return cls(content=content)
 
 
@@ -80,7 +92,8 @@ def convert_to_messages(values: Any) -> list[BaseMessage]:
     if values is None:
         return []
     if isinstance(values, list):
-        return [v if isinstance(v, BaseMessage) else coerce_message(v) for v in values]
+        return [v if type(v) in _MESSAGE_TYPES or isinstance(v, BaseMessage)
+                else coerce_message(v) for v in values]
     return [coerce_message(values)]
 
 

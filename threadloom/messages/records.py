@@ -9,10 +9,11 @@ OpenAI wire format (a JSON string, an object, or a double-encoded string).
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
+
+from threadloom.messages.ids import uuid4_hex
 
 
 class ToolCall(TypedDict):
@@ -44,7 +45,7 @@ class ToolCallChunk(TypedDict):
 
 def new_tool_call_id() -> str:
     """Return a fresh tool-call id, ``"call_" + uuid4 hex`` (for providers that send none)."""
-    return "call_" + uuid.uuid4().hex
+    return "call_" + uuid4_hex()
 
 
 def parse_tool_args(raw: Any) -> tuple[dict[str, Any] | None, str | None]:

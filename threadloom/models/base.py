@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +30,7 @@ from threadloom.messages import (
     make_tool_call,
     new_tool_call_id,
 )
+from threadloom.messages.ids import uuid4_hex
 
 __all__ = [
     "BaseChatModel",
@@ -46,7 +46,7 @@ _PREVIEW = 200
 
 def new_message_id() -> str:
     """A fresh, globally unique message id (``"msg_" + 32 hex``)."""
-    return f"msg_{uuid.uuid4().hex}"
+    return "msg_" + uuid4_hex()
 
 
 def tool_to_openai(t: Any) -> dict[str, Any]:
@@ -120,6 +120,9 @@ def guard_tool_calls(message: AIMessage) -> AIMessage:
     Returns:
         ``message`` itself when nothing changed, else an updated copy.
     """
+    if not message.invalid_tool_calls and all(c.get("id") for c in message.tool_calls) and (
+            not message.tool_calls or message.finish_reason != "length"):
+        return message  # the usual reply: nothing to guard
     calls = list(message.tool_calls)
     invalid = list(message.invalid_tool_calls)
     changed = False

@@ -32,6 +32,7 @@ Reply = AIMessage | str | dict[str, Any]
 ReplyFn = Callable[[list[BaseMessage], list[dict[str, Any]] | None], Reply]
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # what json.dumps(ensure_ascii=False) does
 _AI_FIELDS = {"content", "id", "name", "tool_calls", "invalid_tool_calls", "usage_metadata",
               "reasoning_content", "refusal", "response_metadata", "additional_kwargs"}
 
@@ -102,7 +103,9 @@ class ScriptedChatModel(BaseChatModel):
               opts: dict[str, Any]) -> tuple[int, Reply]:
         with self._lock:
             number = len(self.calls)
-            self.calls.append({"messages": list(msgs), "tools": tools, "kwargs": dict(opts)})
+            # ``msgs`` and ``opts`` are made afresh for each call (``BaseChatModel._prepare``),
+            # so the record keeps them without copying.
+            self.calls.append({"messages": msgs, "tools": tools, "kwargs": opts})
             entry: Any = self.script
             if not callable(entry):
                 if number >= len(entry):
@@ -129,7 +132,7 @@ class ScriptedChatModel(BaseChatModel):
         for i, call in enumerate(list(fields.get("tool_calls") or [])
                                  + list(fields.get("invalid_tool_calls") or [])):
             name, args, call_id = _call_fields(call)
-            raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            raw = args if isinstance(args, str) else _ENCODE(args)
             calls.append((name, raw, call_id or f"call_{number}_{i}"))
         fields["tool_calls"] = calls
         return fields
@@ -145,10 +148,7 @@ class ScriptedChatModel(BaseChatModel):
             out = given.get("output_tokens", given.get("completion_tokens", 0))
             return {"input_tokens": inp, "output_tokens": out,
                     "total_tokens": given.get("total_tokens", inp + out)}
-        inp = sum(_estimate_tokens(m.text) for m in msgs)
-        text = _text(fields.get("content")) + "".join(c[1] for c in fields["tool_calls"])
-        out = _estimate_tokens(text)
-        return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
+        return _estimate_usage(msgs, fields.get("content"), [c[1] for c in fields["tool_calls"]])
 
     def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
                 opts: dict[str, Any]) -> Iterator[AIMessageChunk]:
@@ -164,6 +164,10 @@ class ScriptedChatModel(BaseChatModel):
         is assembled directly, exactly as ``ChunkAccumulator`` would assemble its chunks.
         """
         number, reply = self._next(msgs, tools, opts)
+        if isinstance(reply, AIMessage):
+            made = self._from_message(msgs, reply, number)
+            if made is not None:
+                return made
         fields = self._normalise(reply, number)
         if isinstance(reply, dict):
             acc = ChunkAccumulator()
@@ -171,6 +175,47 @@ class ScriptedChatModel(BaseChatModel):
                 acc.add(chunk)
             return acc.result()
         return self._assemble(msgs, fields)
+
+    def _from_message(self, msgs: list[BaseMessage], reply: AIMessage,
+                      number: int) -> AIMessage | None:
+        """``_assemble(msgs, _normalise(reply, number))`` for the common reply: an
+        ``AIMessage`` whose tool calls all have a name and dict arguments (None otherwise).
+
+        The arguments still make the JSON round trip (the reply gets its own copy, in
+        the shape a provider would send), without the intermediate records.
+        """
+        if reply.invalid_tool_calls:
+            return None
+        calls: list[Any] = []
+        raws: list[str] = []
+        for i, call in enumerate(reply.tool_calls):
+            args = call.get("args")
+            name = call.get("name")
+            if type(args) is not dict or not name or isinstance(call.get("function"), dict):
+                return None
+            raw = _ENCODE(args)
+            raws.append(raw)
+            calls.append({"name": name, "args": json.loads(raw),
+                          "id": call.get("id") or f"call_{number}_{i}", "type": "tool_call"})
+        content = reply.content or ""
+        meta = dict(reply.response_metadata or {})
+        meta.setdefault("finish_reason", "tool_calls" if calls else "stop")
+        meta.setdefault("model_name", self.name)
+        given = reply.usage_metadata
+        message = construct_unchecked(
+            AIMessage,
+            content=[dict(p) for p in content] if isinstance(content, list) else content,
+            id=reply.id or new_message_id(),
+            tool_calls=calls,
+            invalid_tool_calls=[],
+            usage_metadata=self._usage(msgs, {"usage_metadata": given, "tool_calls": ()})
+            if given else _estimate_usage(msgs, content, raws),
+            reasoning_content=reply.reasoning_content or None,
+            refusal=reply.refusal or None,
+            response_metadata=meta,
+            additional_kwargs=dict(reply.additional_kwargs or {}),
+        )
+        return guard_tool_calls(message)
 
     def _assemble(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> AIMessage:
         calls: list[Any] = []
@@ -228,6 +273,17 @@ class ScriptedChatModel(BaseChatModel):
     async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
                          opts: dict[str, Any]) -> AIMessage:
         return self._generate(msgs, tools, opts)
+
+
+def _estimate_usage(msgs: list[BaseMessage], content: Any, raws: list[str]) -> dict[str, int]:
+    """Usage estimated at about four characters per token: the request's text in, the
+    reply's text and tool-call arguments out."""
+    inp = 0
+    for m in msgs:
+        text = m.content
+        inp += (len(text if type(text) is str else m.text) + 3) // 4
+    out = _estimate_tokens(_text(content) + "".join(raws))
+    return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
 
 
 def _text(content: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.engine.errors import ToolError
@@ -196,11 +196,12 @@ class ToolNode:
         # runs a sync tool on this thread: there is nothing to overlap it with.
         lone = len(message.tool_calls) + len(message.invalid_tool_calls) == 1
         inline = lone and task is not None and task.blocking_ok
+        # the calls are only read, never kept: no copies
         jobs = [
-            self._answer(dict(call), truncated, state, config, task_id, inline)
+            self._answer(call, truncated, state, config, task_id, inline)
             for call in message.tool_calls
         ]
-        jobs += [self._answer_invalid(dict(bad), truncated) for bad in message.invalid_tool_calls]
+        jobs += [self._answer_invalid(bad, truncated) for bad in message.invalid_tool_calls]
         if lone:  # nothing to run concurrently: no task, no extra event-loop turn
             return [await jobs[0]]
         outcomes = await asyncio.gather(*jobs, return_exceptions=True)
@@ -212,7 +213,7 @@ class ToolNode:
                 raise outcome
         return outcomes  # type: ignore[return-value]
 
-    async def _answer_invalid(self, call: dict[str, Any], truncated: bool) -> ToolMessage:
+    async def _answer_invalid(self, call: Mapping[str, Any], truncated: bool) -> ToolMessage:
         call_id, name, raw = call.get("id") or "", call.get("name") or "", call.get("args")
         if truncated:
             return _error(call_id, name, _truncated_text(name, raw))
@@ -224,7 +225,7 @@ class ToolNode:
 
     async def _answer(
         self,
-        call: dict[str, Any],
+        call: Mapping[str, Any],
         truncated: bool,
         state: Any,
         config: dict[str, Any],
@@ -250,7 +251,8 @@ class ToolNode:
                 state=state,
                 tool_call_id=call_id,
                 config=config,
-                idempotency_key=idempotency_key(config, call_id, task_id),
+                idempotency_key=idempotency_key(config, call_id, task_id)
+                if selected.takes_injections else None,  # only injections read it
                 inline=inline,
             )
         except Exception as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from typing_extensions import TypedDict
@@ -19,42 +18,54 @@ from threadloom.messages import (
     ToolMessage,
     convert_to_messages,
 )
+from threadloom.messages.ids import uuid4_str
 
 _BUILTIN_TYPES = frozenset(
     {AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, SystemMessage, ToolMessage}
 )
+_APPENDABLE = _BUILTIN_TYPES - {RemoveMessage}
 
 
-def _new_id() -> str:
-    return str(uuid.uuid4())
+_new_id = uuid4_str  # a fresh ``str(uuid4())``-shaped id
 
 
-def _ensure_ids(messages: list[BaseMessage]) -> None:
+def _ensure_ids(messages: list[BaseMessage]) -> bool:
+    """Give every message without an id a new one; whether any is a ``RemoveMessage``."""
+    removes = False
     for message in messages:
         if not message.id:
             # Set on the object itself: the stored value keeps this id for good, and
             # applying the same update again finds it instead of appending a copy.
             message.id = _new_id()
+        if type(message) is RemoveMessage or (
+                type(message) not in _BUILTIN_TYPES and isinstance(message, RemoveMessage)):
+            removes = True
+    return removes
 
 
 # The list add_messages returned last is usually the next call's ``left`` (the channel's
 # value): keep its id index so an append costs O(update), not O(history). Entries hold
-# the list itself, so an id() reused after garbage collection can never match.
+# the list itself, so an id() reused after garbage collection can never match. A call
+# takes its ``left``'s entry out (pop: one caller owns the index, even across threads)
+# and updates that index for its result instead of copying it.
 _INDEX_CACHE: dict[int, tuple[list[BaseMessage], dict[str, int]]] = {}
 _INDEX_CACHE_SIZE = 64
 
 
 def _remember(result: list[BaseMessage], index: dict[str, int]) -> None:
     if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
-        _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+        try:  # drop the oldest entry; another thread may be changing the cache meanwhile
+            _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)), None)
+        except (RuntimeError, StopIteration):
+            pass
     _INDEX_CACHE[id(result)] = (result, index)
 
 
 def _index_stored(left: Any) -> tuple[list[BaseMessage], dict[str, int]]:
     """Coerce ``left`` (only when needed) and map id -> position in one pass."""
-    cached = _INDEX_CACHE.get(id(left))
+    cached = _INDEX_CACHE.pop(id(left), None)
     if cached is not None and cached[0] is left and len(cached[1]) == len(left):
-        return left, dict(cached[1])
+        return left, cached[1]
     stored = left if type(left) is list else convert_to_messages(left)
     index: dict[str, int] = {}
     for i, message in enumerate(stored):
@@ -98,14 +109,22 @@ def add_messages(left: Any, right: Any) -> list[BaseMessage]:
             names the id; nothing is changed).
         TypeError: an item cannot be converted to a message.
     """
+    if type(left) is list and type(right) is list and len(right) == 1 and (
+            type(right[0]) in _APPENDABLE):
+        cached = _INDEX_CACHE.pop(id(left), None)
+        if cached is not None and cached[0] is left and len(cached[1]) == len(left):
+            return _add_one(left, right[0], cached[1])  # the usual write, on a known list
     update = convert_to_messages(right)
-    _ensure_ids(update)
-    for i in range(len(update) - 1, -1, -1):
-        item = update[i]
-        if isinstance(item, RemoveMessage) and item.id == REMOVE_ALL_MESSAGES:
-            return add_messages([], update[i + 1 :])
+    removes = _ensure_ids(update)
+    if removes:
+        for i in range(len(update) - 1, -1, -1):
+            item = update[i]
+            if isinstance(item, RemoveMessage) and item.id == REMOVE_ALL_MESSAGES:
+                return add_messages([], update[i + 1 :])
     stored, index = _index_stored(left)
-    if _is_plain_append(update, index):
+    if len(update) == 1 and not removes:
+        return _add_one(stored, update[0], index)
+    if not removes and _is_plain_append(update, index):
         result = stored + update
         base = len(stored)
         for offset, message in enumerate(update):
@@ -113,6 +132,20 @@ def add_messages(left: Any, right: Any) -> list[BaseMessage]:
         _remember(result, index)
         return result
     return _merge(stored, update, index)
+
+
+def _add_one(stored: list[BaseMessage], message: BaseMessage,
+             index: dict[Any, int]) -> list[BaseMessage]:
+    """``add_messages(stored, [message])`` given ``stored``'s id index (taken over)."""
+    mid = message.id
+    if not mid:
+        message.id = mid = _new_id()
+    if mid in index:
+        return _merge(stored, [message], index)
+    index[mid] = len(stored)
+    result = [*stored, message]
+    _remember(result, index)
+    return result
 
 
 def _is_plain_append(update: list[BaseMessage], index: dict[Any, int]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from threadloom.engine.errors import ToolError
+from threadloom.engine.workers import to_worker
 from threadloom.tools.markers import _injected_value, _pack
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 
@@ -32,6 +34,13 @@ def format_tool_output(value: Any) -> str:
         return value
     if value is None:
         return ""
+    kind = type(value)
+    if kind is int:  # what json.dumps writes for these, without the encoder round trip
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
     return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
 
 
@@ -76,6 +85,11 @@ class Tool:
         self._schema: dict[str, Any] | None = None
 
     @property
+    def takes_injections(self) -> bool:
+        """Whether any parameter is filled by the engine (state, call id, config, key)."""
+        return bool(self._injected)
+
+    @property
     def injected_params(self) -> dict[str, Any]:
         """``{parameter name: marker}`` of the parameters the engine fills."""
         return dict(self._injected)
@@ -114,7 +128,8 @@ class Tool:
                 f"got {type(args).__name__}",
                 tool_name=self.name,
             )
-        clean = {k: v for k, v in args.items() if k not in self._injected}
+        injected = self._injected
+        clean = {k: v for k, v in args.items() if k not in injected} if injected else args
         try:
             return self.args_model.model_validate(clean)
         except ValidationError as exc:
@@ -131,6 +146,12 @@ class Tool:
         for pname, marker in self._injected.items():
             kwargs[pname] = _injected_value(marker, injections)
         return kwargs
+
+    def _call_kwargs(self, validated: BaseModel, state: Any, tool_call_id: Any, config: Any,
+                     idempotency_key: Any) -> dict[str, Any]:
+        if not self._injected:
+            return {p: getattr(validated, f) for p, f in self._field_names.items()}
+        return self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
 
     def invoke(
         self,
@@ -199,18 +220,19 @@ class Tool:
     ) -> Any:
         """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``).
 
-        A sync ``func`` runs in a worker thread (``asyncio.to_thread``, as LangChain's
-        tools do), so it cannot block the event loop; with ``inline=True`` it is called on
+        A sync ``func`` runs in a worker thread (``threadloom.engine.workers.to_worker``,
+        with the contract of ``asyncio.to_thread``, as LangChain's tools run), so it cannot
+        block the event loop; with ``inline=True`` it is called on
         the calling thread instead. Pass that only when blocking the loop costs nothing:
         ``ToolNode`` does for a lone call in a step the engine marks ``blocking_ok``
         (a sync ``invoke``/``stream`` run, see ``threadloom.engine.runtime.TaskContext``).
         """
-        kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
+        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
         if self.coroutine is not None:
             return await self.coroutine(**kwargs)
         if inline:
             return self.func(**kwargs)  # type: ignore[misc]
-        return await asyncio.to_thread(self.func, **kwargs)  # type: ignore[arg-type]
+        return await to_worker(self.func, **kwargs)  # type: ignore[arg-type]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, without validation or injection."""

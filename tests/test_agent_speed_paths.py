@@ -1,0 +1,241 @@
+"""The agent's fast paths give exactly what the general paths give.
+
+Each shortcut taken for the common case (one new message, a valid history, an ``AIMessage``
+reply, a plain tool result, a sync tool in an async run) is checked against the slower
+code it stands for, or against a plain reference written here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from pydantic_core import to_jsonable_python
+
+from threadloom import create_agent, tool
+from threadloom.agent.requests import repair_tool_pairs
+from threadloom.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+    new_tool_call_id,
+)
+from threadloom.messages.ids import uuid4_hex, uuid4_str
+from threadloom.models import ScriptedChatModel
+from threadloom.models.base import new_message_id
+from threadloom.reducers import add_messages
+from threadloom.tools import format_tool_output
+
+# -- ids ---------------------------------------------------------------------------------
+
+
+def test_ids_have_the_shapes_of_uuid4_and_are_unique() -> None:
+    seen = set()
+    for _ in range(2000):
+        text = uuid4_str()
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+        hexed = uuid4_hex()
+        assert uuid.UUID(hex=hexed).hex == hexed and uuid.UUID(hex=hexed).version == 4
+        seen.update((text, hexed))
+    assert len(seen) == 4000
+    assert new_message_id().startswith("msg_") and len(new_message_id()) == 36
+    assert new_tool_call_id().startswith("call_") and len(new_tool_call_id()) == 37
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_repeat_the_parents_ids() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send one id and leave at once
+        os.write(write, uuid4_str().encode())
+        os._exit(0)
+    os.close(write)
+    mine = uuid4_str()
+    theirs = os.read(read, 100).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert uuid.UUID(theirs).version == 4 and theirs != mine
+
+
+# -- repair_tool_pairs -------------------------------------------------------------------
+
+
+def _reference_repair(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The H04 rule written plainly: each call's first result right after its message."""
+    owner: dict[str, int] = {}
+    results: dict[int, dict[str, Any]] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            got = results.get(owner.get(message.tool_call_id, -1))
+            if got is not None and message.tool_call_id not in got:
+                got[message.tool_call_id] = message
+        elif isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+            for call in [*message.tool_calls, *message.invalid_tool_calls]:
+                owner[call.get("id") or ""] = index
+            results[index] = {}
+    out: list[Any] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            continue
+        out.append(message)
+        for call in [*getattr(message, "tool_calls", []),
+                     *getattr(message, "invalid_tool_calls", [])] if index in results else []:
+            out.append(results[index].get(call.get("id") or "", ("missing", call.get("id"))))
+    return out
+
+
+def _random_history(rng: random.Random) -> list[BaseMessage]:
+    ids = ["a", "b", "c"]
+    history: list[BaseMessage] = []
+    for _ in range(rng.randint(0, 8)):
+        roll = rng.random()
+        if roll < 0.25:
+            history.append(HumanMessage("hi"))
+        elif roll < 0.6:
+            calls = [{"name": "t", "args": {}, "id": rng.choice(ids)}
+                     for _ in range(rng.randint(0, 3))]
+            bad = [{"name": "t", "args": "{", "id": rng.choice(ids), "error": "bad"}
+                   for _ in range(rng.randint(0, 1))]
+            history.append(AIMessage("", tool_calls=calls, invalid_tool_calls=bad))
+        else:
+            history.append(ToolMessage("r", tool_call_id=rng.choice(ids)))
+    return history
+
+
+def test_repair_tool_pairs_matches_the_plain_rule_on_random_histories() -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        history = _random_history(rng)
+        expected = _reference_repair(history)
+        repaired = repair_tool_pairs(history)
+        got = [("missing", m.tool_call_id) if isinstance(m, ToolMessage) and m.status == "error"
+               else m for m in repaired]
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert a == b if isinstance(b, tuple) else a is b
+        # untouched exactly when nothing was missing, misplaced or extra
+        assert (repaired is history) == (
+            len(expected) == len(history) and all(a is b for a, b in zip(expected, history,
+                                                                            strict=True)))
+
+
+# -- ScriptedChatModel ---------------------------------------------------------------------
+
+REPLIES = [
+    AIMessage("hello"),
+    AIMessage("", tool_calls=[{"name": "a", "args": {"x": 1, "y": [1, (2, 3)]}, "id": "c1"}]),
+    AIMessage("", tool_calls=[{"name": "a", "args": {"x": "é"}, "id": ""},
+                              {"name": "b", "args": {}, "id": ""}]),
+    AIMessage([{"type": "text", "text": "hi"}], id="given",
+              usage_metadata={"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}),
+    AIMessage("t", reasoning_content="why", refusal="no", additional_kwargs={"q": 1},
+              response_metadata={"finish_reason": "length", "x": 2}),
+    AIMessage("", tool_calls=[{"name": "a", "args": {"x": 1}, "id": "c1"}],
+              response_metadata={"finish_reason": "length"}),
+    AIMessage("x", name="bob", id="m1"),
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=range(len(REPLIES)))
+def test_an_aimessage_reply_is_built_as_the_general_path_builds_it(reply: AIMessage) -> None:
+    msgs: list[BaseMessage] = [HumanMessage("hello there"), HumanMessage([{"type": "text",
+                                                                           "text": "abc"}])]
+    model = ScriptedChatModel([reply], name="n")
+    fast = model.invoke(msgs)
+    general = model._finish(model._assemble(msgs, model._normalise(reply, 0)), None)
+    a, b = fast.model_dump(), general.model_dump()
+    if not reply.id:
+        assert a.pop("id").startswith("msg_") and b.pop("id").startswith("msg_")
+    assert a == b
+    assert list(fast.__dict__) == list(general.__dict__)
+    assert fast.model_fields_set == general.model_fields_set
+    if reply.tool_calls and fast.tool_calls:
+        assert fast.tool_calls[0]["args"] is not reply.tool_calls[0]["args"]  # its own copy
+
+
+def test_the_call_record_is_not_the_callers_list() -> None:
+    model = ScriptedChatModel(["a"])
+    sent: list[BaseMessage] = [HumanMessage("one")]
+    model.invoke(sent, temperature=0)
+    sent.append(HumanMessage("two"))
+    assert [m.text for m in model.calls[0]["messages"]] == ["one"]
+    assert model.calls[0]["kwargs"] == {"temperature": 0}
+
+
+# -- add_messages --------------------------------------------------------------------------
+
+
+def test_one_message_updates_append_replace_and_survive_reused_lists() -> None:
+    first = HumanMessage("a", id="1")
+    left = add_messages([], [first])
+    grown = add_messages(left, [AIMessage("b", id="2")])
+    assert [m.id for m in grown] == ["1", "2"] and grown[0] is first
+    # the older list again (its index was handed on to ``grown``): still right
+    other = add_messages(left, [AIMessage("c", id="3")])
+    assert [m.id for m in other] == ["1", "3"] and [m.id for m in left] == ["1"]
+    replaced = add_messages(grown, [AIMessage("B", id="2")])
+    assert [m.text for m in replaced] == ["a", "B"]
+    fresh = ToolMessage("r", tool_call_id="x")
+    added = add_messages(replaced, [fresh])
+    assert added[-1] is fresh and fresh.id and uuid.UUID(fresh.id).version == 4
+    assert [m.id for m in add_messages(added, [RemoveMessage(id="2")])] == ["1", fresh.id]
+    again = add_messages(added, [fresh])  # the same message again: replaced, not appended
+    assert len(again) == len(added)
+
+
+# -- tools -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [0, -5, 10**30, True, False, 1.5, -0.0, 1e300, float("nan"),
+                                   float("inf"), float("-inf"), "x", None, [1], {"a": 1}])
+def test_format_tool_output_shortcuts_match_json(value: Any) -> None:
+    if value is None:
+        expected = ""
+    elif isinstance(value, str):
+        expected = value
+    else:
+        expected = json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    assert format_tool_output(value) == expected
+
+
+def test_a_sync_tool_in_an_async_run_runs_off_the_loop_thread() -> None:
+    threads: list[int] = []
+
+    @tool
+    def where(x: int) -> int:
+        """Note the thread."""
+        threads.append(threading.get_ident())
+        return x
+
+    def script(messages: list[BaseMessage], tools: Any) -> AIMessage:
+        if messages[-1].type == "tool":
+            return AIMessage("done")
+        return AIMessage("", tool_calls=[{"name": "where", "args": {"x": 1}, "id": "c1"}])
+
+    agent = create_agent(ScriptedChatModel(script), tools=[where])
+
+    async def main() -> int:
+        out = await agent.ainvoke({"messages": [("user", "go")]})
+        assert out["messages"][-1].text == "done"
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert threads and threads[0] != loop_thread
+
+
+def test_before_run_writes_are_unchanged() -> None:
+    agent = create_agent(ScriptedChatModel(["hi"]))
+    updates = [u for u in agent.stream({"messages": [("user", "go")]}, stream_mode="updates")
+               if "before_run" in u]
+    assert updates == [{"before_run": {"step_count": None, "token_usage": None,
+                                       "tool_call_counts": None, "exit_reason": None,
+                                       "messages": []}}]
