@@ -1,21 +1,23 @@
-"""Channels: where each state key's value lives and how writes to it merge.
+"""Channels: how writes to each state key merge.
 
-The contract every channel keeps (as LangGraph's ``channels/`` modules do):
+A channel is the per-key merge rule of a compiled graph; it holds no value. A run keeps
+the whole state in one dict, ``RunLoop.values`` (key -> value; a key without a value is
+absent), and applies each super-step's writes through the channels. The contract (as
+LangGraph's ``channels/`` modules, with the value moved out of the channel object):
 
-- ``value`` holds the current value or ``MISSING``;
-- ``update(values, nodes, step)`` applies all writes of one super-step, given in task order
-  (never completion order), and returns whether the value changed;
-- ``end_step(written)`` runs after every super-step's writes are applied and returns whether
-  the value changed (an ephemeral channel clears itself there);
-- ``reset()`` puts the initial value back.
+- ``merge(current, values, nodes, step)`` returns the new value after all writes of one
+  super-step, given in task order (never completion order); ``current`` is the value
+  before, or ``MISSING``; ``values`` is never empty;
+- ``ephemeral`` channels are cleared by the run at the end of the first super-step in which
+  nobody wrote them, so a value is seen by exactly the step after the one that wrote it
+  (as LangChain's ``jump_to``);
+- ``initial`` is the value a run starts with (``MISSING`` for none); ``fresh_initial``
+  marks a default that is built anew for every run (a mutable container).
 
-Three kinds:
+Two kinds:
 
 - ``LastValue``: keeps the last write; two writes in one super-step are an error.
 - ``Reduced``: merges each write through ``reducer(current, update) -> new``.
-- any channel built with ``ephemeral=True`` (the ``Ephemeral`` marker) is cleared at the
-  end of the first super-step in which nobody wrote it, so a value is seen by exactly the
-  step after the one that wrote it (as LangChain's ``jump_to``).
 """
 
 from __future__ import annotations
@@ -40,27 +42,29 @@ class Ephemeral:
 
 
 class Channel:
-    """Base of the channel kinds; see the module docstring for the contract."""
+    """Base of the channel kinds; see the module docstring for the contract.
 
-    __slots__ = ("key", "value", "ephemeral", "initial")
+    Args:
+        key: the state key.
+        initial: the value a run starts with, or ``MISSING``.
+        ephemeral: cleared one super-step after it was written.
+    """
+
+    __slots__ = ("key", "ephemeral", "initial")
 
     def __init__(self, key: str, initial: Any = MISSING, ephemeral: bool = False) -> None:
         self.key = key
         self.initial = initial
-        self.value = initial
         self.ephemeral = ephemeral
 
-    def update(self, values: list[Any], nodes: list[str], step: int) -> bool:
+    def merge(self, current: Any, values: list[Any], nodes: list[str], step: int) -> Any:
+        """The value after one super-step's ``values`` (written by ``nodes``, in order).
+
+        Raises:
+            InvalidUpdateError: the writes break the channel's rule (the message names the
+                key, the nodes and the step).
+        """
         raise NotImplementedError
-
-    def end_step(self, written: bool) -> bool:
-        if self.ephemeral and not written and self.value is not MISSING:
-            self.value = MISSING
-            return True
-        return False
-
-    def reset(self) -> None:
-        self.value = self.initial
 
 
 class LastValue(Channel):
@@ -68,10 +72,9 @@ class LastValue(Channel):
 
     __slots__ = ()
 
-    def update(self, values: list[Any], nodes: list[str], step: int) -> bool:
+    def merge(self, current: Any, values: list[Any], nodes: list[str], step: int) -> Any:
+        """See ``Channel.merge``; more than one write is an ``InvalidUpdateError``."""
         if len(values) != 1:
-            if not values:
-                return False
             names = ", ".join(repr(n) for n in nodes)
             raise InvalidUpdateError(
                 f"state key {self.key!r} received {len(values)} values in super-step {step} "
@@ -81,8 +84,7 @@ class LastValue(Channel):
                 nodes=tuple(nodes),
                 step=step,
             )
-        self.value = values[0]
-        return True
+        return values[0]
 
 
 class Reduced(Channel):
@@ -98,14 +100,13 @@ class Reduced(Channel):
         ephemeral: bool = False,
     ) -> None:
         self.key = key
-        self.initial = self.value = initial
+        self.initial = initial
         self.ephemeral = ephemeral
         self.reducer = reducer
 
-    def update(self, values: list[Any], nodes: list[str], step: int) -> bool:
-        if not values:
-            return False
-        value = self.value
+    def merge(self, current: Any, values: list[Any], nodes: list[str], step: int) -> Any:
+        """See ``Channel.merge``; a reducer's exception gets a note naming node, key, step."""
+        value = current
         reducer = self.reducer
         for i, update in enumerate(values):
             if value is MISSING:
@@ -120,8 +121,7 @@ class Reduced(Channel):
                     f"at super-step {step} with reducer {_name(reducer)}"
                 )
                 raise
-        self.value = value
-        return True
+        return value
 
 
 def _name(fn: Any) -> str:

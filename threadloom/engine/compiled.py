@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Se
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.engine.analysis import DrawableGraph
+from threadloom.engine.channels import MISSING
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
@@ -67,6 +68,15 @@ class CompiledGraph:
             if getattr(spec.reducer, "__name__", "") == "add_messages"
         )
         self.ephemeral_keys = tuple(k for k, spec in self.specs.items() if spec.ephemeral)
+        self.channels = {k: spec.make() for k, spec in self.specs.items()}
+        self._initial = {
+            k: spec.default
+            for k, spec in self.specs.items()
+            if spec.default is not MISSING and not spec.fresh_initial
+        }
+        self._fresh_initial = tuple(
+            (k, spec) for k, spec in self.specs.items() if spec.fresh_initial
+        )
         self.nodes = dict(builder.nodes)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
@@ -86,6 +96,13 @@ class CompiledGraph:
                     joins.setdefault(src, []).append((target, frozenset(sources), key))
         self.join_index = joins
         self._register_types()
+
+    def initial_values(self) -> dict[str, Any]:
+        """The state a run starts with: every key that has a default (built anew if mutable)."""
+        values = dict(self._initial)
+        for key, spec in self._fresh_initial:
+            values[key] = spec.initial_value()
+        return values
 
     def _register_types(self) -> None:
         register = getattr(

@@ -85,10 +85,9 @@ class RunLoop(Persistence):
         self.inline_sync = True
         self.lease: Any = None
         self.message_ids: set[str] = set()  # messages already sent to the messages mode
-        self.channels: dict[str, Channel] = {k: s.make() for k, s in graph.specs.items()}
-        # The channels that have a value, key -> value; kept in step by _apply_writes.
-        self.values: dict[str, Any] = {}
-        self._sync_values()
+        self.channels: dict[str, Channel] = graph.channels
+        # The run's state: key -> value for every key that has one (channels merge into it).
+        self.values: dict[str, Any] = graph.initial_values()
         self.versions: dict[str, int] = {}
         self.barriers: dict[str, set[str]] = {}
         self.step = -2  # the input step of a new thread is -1, its first loop step 0
@@ -226,11 +225,11 @@ class RunLoop(Persistence):
         return planned
 
     def _restore(self, cp: Checkpoint) -> None:
+        channels = self.channels
+        values = self.values
         for key, value in cp["channel_values"].items():
-            ch = self.channels.get(key)
-            if ch is not None:
-                ch.value = value
-        self._sync_values()
+            if key in channels:
+                values[key] = value
         self.versions = dict(cp["channel_versions"])
         self.barriers = {k: set(v) for k, v in cp.get("barriers", {}).items()}
         self.step = int(self.saved.metadata.get("step", -1)) if self.saved else -2
@@ -306,14 +305,12 @@ class RunLoop(Persistence):
         channels = self.channels
         versions = self.versions
         values = self.values
-        if len(writes) == 1 and not self.graph.ephemeral_keys:
+        ephemeral = self.graph.ephemeral_keys
+        if len(writes) == 1 and not ephemeral:
             key, value = writes[0]
-            ch = channels[key]
-            if ch.update([value], nodes, step):
-                versions[key] = versions.get(key, 0) + 1
-                values[key] = ch.value
-                return {key}
-            return set()
+            values[key] = channels[key].merge(values.get(key, MISSING), [value], nodes, step)
+            versions[key] = versions.get(key, 0) + 1
+            return {key}
         grouped: dict[str, tuple[list[Any], list[str]]] = {}
         for (key, value), node in zip(writes, nodes, strict=True):
             entry = grouped.get(key)
@@ -324,22 +321,19 @@ class RunLoop(Persistence):
                 entry[1].append(node)
         updated: set[str] = set()
         for key, (written, who) in grouped.items():
-            if channels[key].update(written, who, step):
-                updated.add(key)
-        for key in self.graph.ephemeral_keys:
-            if channels[key].end_step(key in grouped):
+            merged = channels[key].merge(values.get(key, MISSING), written, who, step)
+            if merged is MISSING:
+                values.pop(key, None)
+            else:
+                values[key] = merged
+            updated.add(key)
+        for key in ephemeral:
+            if key not in grouped and key in values:
+                del values[key]  # seen by one super-step: cleared
                 updated.add(key)
         for key in updated:
             versions[key] = versions.get(key, 0) + 1
-            value = channels[key].value
-            if value is MISSING:
-                values.pop(key, None)
-            else:
-                values[key] = value
         return updated
-
-    def _sync_values(self) -> None:
-        self.values = {k: ch.value for k, ch in self.channels.items() if ch.value is not MISSING}
 
     # -- pauses and events --------------------------------------------------------------
 
@@ -363,10 +357,5 @@ class RunLoop(Persistence):
 
     def output(self) -> dict[str, Any]:
         """The state restricted to the output keys (channels without a value are left out)."""
-        channels = self.channels
-        out = {}
-        for key in self.graph.output_keys:
-            value = channels[key].value
-            if value is not MISSING:
-                out[key] = value
-        return out
+        values = self.values
+        return {key: values[key] for key in self.graph.output_keys if key in values}

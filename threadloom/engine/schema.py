@@ -43,13 +43,20 @@ class ChannelSpec:
     default: Any
 
     def make(self) -> Channel:
-        """A fresh channel holding the initial value."""
-        default = self.default
-        if type(default) is _Factory:
-            default = default()
+        """The key's channel (its merge rule; the graph builds it once)."""
         if self.reducer is None:
-            return LastValue(self.key, default, self.ephemeral)
-        return Reduced(self.key, self.reducer, default, self.ephemeral)
+            return LastValue(self.key, self.default, self.ephemeral)
+        return Reduced(self.key, self.reducer, self.default, self.ephemeral)
+
+    def initial_value(self) -> Any:
+        """The value a run starts with (a mutable default is built anew), or ``MISSING``."""
+        default = self.default
+        return default() if type(default) is _Factory else default
+
+    @property
+    def fresh_initial(self) -> bool:
+        """Whether the default is built anew for every run."""
+        return type(self.default) is _Factory
 
 
 class _Factory:

@@ -75,6 +75,6 @@ def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:
             continue
         if isinstance(child.channels[key], Reduced):
             updates.extend({key: v} for v in values)
-        else:
-            updates.append({key: child.channels[key].value})
+        elif key in child.values:
+            updates.append({key: child.values[key]})
     return updates
