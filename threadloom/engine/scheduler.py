@@ -141,7 +141,19 @@ class RunLoop(Persistence):
                 self.step -= 1
                 return
             skip_before = False
-            results = await self._run_tasks(tasks)
+            if len(tasks) == 1 and tasks[0].result is None:  # _run_tasks' lone-task path, inlined
+                task = tasks[0]
+                self.inline_sync = True
+                try:
+                    task.result = await run_task(self, task)
+                except GraphInterrupt as gi:
+                    await self._record_interrupt(task, gi)
+                except BaseException as exc:
+                    await self._record_error(task, exc)
+                    raise
+                results = [task.result or TaskResult([], [])]
+            else:
+                results = await self._run_tasks(tasks)
             if self.interrupts:
                 self.step -= 1
                 return

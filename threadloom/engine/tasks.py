@@ -159,11 +159,23 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 "payload": {"id": task.id, "name": task.name, "input": task.input},
             },
         )
+    # A plain async node (no subgraph, no injected arguments) is awaited right here: one
+    # coroutine layer less per task than going through _call.
+    plain = node.is_async and node.subgraph is None and not (
+        node.wants_config or node.wants_runtime or node.wants_writer
+    )
     while True:
         attempt += 1
         ctx.interrupt_index = 0
         try:
-            result = await _call(loop, task, node, ctx)
+            if plain:
+                token = _TASK.set(ctx)
+                try:
+                    result = await node.fn(task.input)
+                finally:
+                    _TASK.reset(token)
+            else:
+                result = await _call(loop, task, node, ctx)
             break
         except (GraphInterrupt, ParentCommand, asyncio.CancelledError):
             raise
