@@ -106,7 +106,13 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
             if state is None:
                 state = graph.build_state(dict(loop.values))
             chosen = branch.path(state)
-            if type(chosen) is not str and inspect.isawaitable(chosen):
+            if type(chosen) is str and branch.path_map is None:  # the common case, in short
+                if chosen in graph.nodes:
+                    names[chosen] = None
+                    continue
+                if chosen == END:
+                    continue
+            elif inspect.isawaitable(chosen):
                 chosen = await chosen
             for target in _as_list(chosen, src, loop.step):
                 if branch.path_map is not None and not isinstance(target, Send):
