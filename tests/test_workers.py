@@ -121,3 +121,22 @@ def test_sync_nodes_of_an_async_run_use_the_pool() -> None:
     graph = builder.compile()
     out = asyncio.run(graph.ainvoke({"who": ""}))
     assert out["who"] == "threadloom-worker"
+
+
+def test_a_call_never_waits_behind_a_blocking_one_below_the_bound() -> None:
+    # One call blocks until the test releases it; calls made meanwhile, one at a time,
+    # must each find a thread of their own (an idle one or a new one).
+    pool = WorkerPool(max_workers=4)
+    release = threading.Event()
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        blocked = pool.submit(loop, lambda: release.wait(5) and "blocked")
+        out = []
+        for i in range(3):
+            out.append(await asyncio.wait_for(pool.submit(loop, lambda i=i: f"quick{i}"), 2))
+        release.set()
+        out.append(await blocked)
+        return out
+
+    assert asyncio.run(main()) == ["quick0", "quick1", "quick2", "blocked"]

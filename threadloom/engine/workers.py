@@ -62,27 +62,34 @@ class WorkerPool:
     ) -> asyncio.Future[T]:
         """Queue ``fn()`` (already bound to its context); its future belongs to ``loop``."""
         future: asyncio.Future[T] = loop.create_future()
-        self._calls.put((loop, future, fn))
+        # Each call claims an idle worker, or starts one while under the bound, so a call
+        # never waits behind a blocking one while a thread could take it; past the bound,
+        # calls queue up as in the standard pool.
         with self._lock:
-            if self._idle < self._calls.qsize() and self._workers < self.max_workers:
-                self._workers += 1
-                threading.Thread(target=self._work, name="threadloom-worker", daemon=True).start()
+            if self._idle:
+                self._idle -= 1
+                start = False
+            else:
+                start = self._workers < self.max_workers
+                if start:
+                    self._workers += 1
+        self._calls.put((loop, future, fn))
+        if start:
+            threading.Thread(target=self._work, name="threadloom-worker", daemon=True).start()
         return future
 
     def _work(self) -> None:
         calls, lock = self._calls, self._lock
         while True:
-            with lock:
-                self._idle += 1
             loop, future, fn = calls.get()
-            with lock:
-                self._idle -= 1
             try:
                 outcome: tuple[bool, Any] = (True, fn())
             except BaseException as exc:  # handed to the awaiting caller, as to_thread does
                 outcome = (False, exc)
             self._deliver(loop, future, outcome)
             del loop, future, fn, outcome  # hold nothing while waiting for the next call
+            with lock:
+                self._idle += 1
 
     def _deliver(
         self,
@@ -137,14 +144,18 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-async def to_worker(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run ``fn(*args, **kwargs)`` on a worker thread and return its result.
+def to_worker(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+    """Run ``fn(*args, **kwargs)`` on a worker thread; await the result.
 
     As ``asyncio.to_thread``: the call sees a copy of the caller's context variables,
-    and what ``fn`` raises is raised here.
+    and what ``fn`` raises is raised by the await. The call is queued at once (this is a
+    plain function returning a future, one coroutine layer less than ``to_thread``).
+
+    Raises:
+        RuntimeError: called with no running event loop.
     """
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    return await _pool().submit(asyncio.get_running_loop(), call)
+    return _pool().submit(asyncio.get_running_loop(), call)
 
 
 __all__ = ["MAX_WORKERS", "WorkerPool", "to_worker"]
