@@ -141,7 +141,7 @@ class RunLoop(Persistence):
                 self.step -= 1
                 return
             skip_before = False
-            if len(tasks) == 1 and tasks[0].result is None:  # _run_tasks' lone-task path, inlined
+            if len(tasks) == 1 and tasks[0].result is None:  # a lone task runs inline
                 task = tasks[0]
                 self.inline_sync = True
                 try:
@@ -249,20 +249,15 @@ class RunLoop(Persistence):
     # -- run ----------------------------------------------------------------------------
 
     async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
+        """Run a step of several tasks (or one with saved writes) concurrently.
+
+        A step of one task that still has to run never comes here: ``_loop`` runs it
+        inline (and lets a sync node or tool run on the calling thread of a sync run).
+        """
         todo = [t for t in tasks if t.result is None]
-        if len(todo) == 1 and len(tasks) == 1:
-            self.inline_sync = True
-            task = todo[0]
-            try:
-                task.result = await run_task(self, task)
-            except GraphInterrupt as gi:
-                await self._record_interrupt(task, gi)
-            except BaseException as exc:
-                await self._record_error(task, exc)
-                raise
-            return [t.result or TaskResult([], []) for t in tasks]
         self.inline_sync = False
-        await self._run_many(todo, record=len(tasks) > 1)
+        if todo:  # every task may already have its saved writes (a crash before the save)
+            await self._run_many(todo, record=len(tasks) > 1)
         return [t.result or TaskResult([], []) for t in tasks]
 
     async def _run_many(self, todo: list[Task], *, record: bool) -> None:
