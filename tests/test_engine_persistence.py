@@ -341,3 +341,44 @@ def test_interrupt_without_a_checkpointer_is_a_clear_error():
     with pytest.raises(GraphRunError, match="no checkpointer") as info:
         approval_graph([]).compile().invoke({"request": "x"})
     assert "'ask'" in str(info.value)
+
+
+def test_resume_when_every_task_of_the_step_has_saved_writes(thread_id):
+    # Both parallel tasks finish and their writes are saved, then the checkpoint save
+    # fails (a crash between the two): the resumed step must use the saved writes and run
+    # neither node again.
+    from threadloom import InMemoryCheckpointer
+
+    class FailOnce(InMemoryCheckpointer):
+        armed = False
+
+        def put(self, config, checkpoint, metadata, new_versions):
+            if self.armed and metadata.get("source") == "loop":
+                self.armed = False
+                raise OSError("disk full")
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    calls = {"a": 0, "b": 0}
+
+    def node(name):
+        def fn(s):
+            calls[name] += 1
+            return {"log": [name]}
+
+        return fn
+
+    g = StateGraph(S)
+    g.add_node("a", node("a"))
+    g.add_node("b", node("b"))
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    saver = FailOnce()
+    app = g.compile(checkpointer=saver)
+    saver.armed = True
+    with pytest.raises(OSError, match="disk full"):
+        app.invoke({"n": 0}, thread_id=thread_id)
+    assert calls == {"a": 1, "b": 1}
+    assert app.get_state(thread_id=thread_id).next == ("a", "b")
+    out = app.invoke(None, thread_id=thread_id)
+    assert out["log"] == ["a", "b"]
+    assert calls == {"a": 1, "b": 1}
