@@ -108,6 +108,12 @@ class Reduced(Channel):
         """See ``Channel.merge``; a reducer's exception gets a note naming node, key, step."""
         value = current
         reducer = self.reducer
+        if len(values) == 1 and value is not MISSING:  # one write: the usual case
+            try:
+                return reducer(value, values[0])
+            except Exception as exc:
+                self._note(exc, nodes[0] if nodes else "?", step)
+                raise
         for i, update in enumerate(values):
             if value is MISSING:
                 value = update
@@ -115,13 +121,15 @@ class Reduced(Channel):
             try:
                 value = reducer(value, update)
             except Exception as exc:
-                node = nodes[i] if i < len(nodes) else "?"
-                exc.add_note(
-                    f"while merging a write of node {node!r} into state key {self.key!r} "
-                    f"at super-step {step} with reducer {_name(reducer)}"
-                )
+                self._note(exc, nodes[i] if i < len(nodes) else "?", step)
                 raise
         return value
+
+    def _note(self, exc: Exception, node: str, step: int) -> None:
+        exc.add_note(
+            f"while merging a write of node {node!r} into state key {self.key!r} "
+            f"at super-step {step} with reducer {_name(self.reducer)}"
+        )
 
 
 def _name(fn: Any) -> str:

@@ -106,11 +106,13 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
             if state is None:
                 state = graph.build_state(dict(loop.values))
             chosen = branch.path(state)
-            if type(chosen) is str and branch.path_map is None:  # the common case, in short
-                if chosen in graph.nodes:
-                    names[chosen] = None
+            if type(chosen) is str:  # the common case, in short (else the checks below)
+                path_map = branch.path_map
+                target = chosen if path_map is None else path_map.get(chosen)
+                if target in graph.nodes:
+                    names[target] = None
                     continue
-                if chosen == END:
+                if target == END and target is not None:
                     continue
             elif inspect.isawaitable(chosen):
                 chosen = await chosen
