@@ -108,11 +108,11 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
             chosen = branch.path(state)
             if type(chosen) is str:  # the common case, in short (else the checks below)
                 path_map = branch.path_map
-                target = chosen if path_map is None else path_map.get(chosen)
-                if target in graph.nodes:
-                    names[target] = None
+                named: str | None = chosen if path_map is None else path_map.get(chosen)
+                if named in graph.nodes:
+                    names[named] = None  # type: ignore[index]  # in graph.nodes: a str
                     continue
-                if target == END and target is not None:
+                if named == END:
                     continue
             elif inspect.isawaitable(chosen):
                 chosen = await chosen
