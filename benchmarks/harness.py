@@ -222,11 +222,13 @@ def window_mean(samples: Sequence[float], end: int, window: int) -> float:
 def concurrent_seconds(one: Callable[[], Awaitable[Any]], n: int) -> float:
     """Seconds for `n` concurrent ``one()`` coroutines in a fresh event loop.
 
-    One run of ``one()`` first warms the caches and is not timed.
+    One run of ``one()`` first warms the caches and is not timed; a full garbage
+    collection then starts every side's timed batch from the same clean state.
     """
 
     async def main() -> float:
         await one()
+        gc.collect()
         start = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(n)))
         return time.perf_counter() - start
