@@ -13,32 +13,39 @@ import os
 import random
 import threading
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from threadloom import create_agent, tool
-from threadloom.agent.requests import repair_tool_pairs
+from threadloom.agent.requests import NO_OPTIONS, RunOptions, repair_tool_pairs, run_options
+from threadloom.engine.types import Command
 from threadloom.messages import (
     AIMessage,
+    AIMessageChunk,
     BaseMessage,
     HumanMessage,
     RemoveMessage,
+    SystemMessage,
     ToolMessage,
+    construct_unchecked,
     new_tool_call_id,
 )
 from threadloom.messages.ids import uuid4_hex, uuid4_str
 from threadloom.models import ScriptedChatModel
 from threadloom.models.base import new_message_id
+from threadloom.models.scripted import _flat_json
+from threadloom.nodes import ToolNode
 from threadloom.reducers import add_messages
-from threadloom.tools import format_tool_output
+from threadloom.tools import InjectedToolCallId, format_tool_output
 
 # -- ids ---------------------------------------------------------------------------------
 
 
 def test_ids_have_the_shapes_of_uuid4_and_are_unique() -> None:
-    seen = set()
+    seen: set[str] = set()
     for _ in range(2000):
         text = uuid4_str()
         parsed = uuid.UUID(text)
@@ -239,3 +246,234 @@ def test_before_run_writes_are_unchanged() -> None:
     assert updates == [{"before_run": {"step_count": None, "token_usage": None,
                                        "tool_call_counts": None, "exit_reason": None,
                                        "messages": []}}]
+
+
+# -- message constructors -------------------------------------------------------------------
+
+_CALL = {"name": "bump", "args": {"x": 1}, "id": "c1", "type": "tool_call"}
+CONSTRUCTED: list[tuple[type[BaseMessage], dict[str, Any]]] = [
+    (AIMessage, {"content": ""}),
+    (AIMessage, {"content": "hi", "id": "a", "name": None}),
+    (AIMessage, {"content": "", "tool_calls": [_CALL]}),
+    (AIMessage, {"content": "", "tool_calls": [{"id": "c", "args": {}, "name": "n"}]}),
+    (AIMessage, {"content": "", "tool_calls": [{"name": "n", "args": {1: 2}, "id": "c"}]}),
+    (AIMessage, {"content": "", "tool_calls": [{"name": "n", "args": {"a": 2}, "id": None}]}),
+    (AIMessage, {"content": "", "tool_calls": [{"name": "n", "args": {}, "id": "c", "type": "x"}]}),
+    (AIMessage, {"content": "", "tool_calls": [{"name": "n", "args": {}, "id": "c", "more": 1}]}),
+    (AIMessage, {"content": "", "tool_calls": None}),
+    (AIMessage, {"content": "", "tool_calls": ({"name": "n", "args": {}, "id": "c"},)}),
+    (AIMessage, {"content": "", "invalid_tool_calls": []}),
+    (AIMessage, {"content": "", "invalid_tool_calls": [
+        {"name": "n", "args": "{", "id": "c", "error": "bad"}]}),
+    (AIMessage, {"content": "", "usage_metadata": {"input_tokens": 1, "output_tokens": 1,
+                                                   "total_tokens": 2}}),
+    (AIMessage, {"content": "", "reasoning_content": "r", "refusal": None, "name": "bob",
+                 "additional_kwargs": {"a": [1]}, "response_metadata": {"finish_reason": "s"}}),
+    (AIMessage, {"content": "", "additional_kwargs": None}),
+    (AIMessage, {"content": "", "response_metadata": {1: 2}}),
+    (AIMessage, {"content": 5}),
+    (AIMessage, {"content": [{"type": "text", "text": "x"}]}),
+    (AIMessage, {"content": "", "foo": 1}),
+    (AIMessage, {"content": "", "id": 3}),
+    (AIMessage, {"content": "", "type": "ai"}),
+    (ToolMessage, {"content": "3", "tool_call_id": "c"}),
+    (ToolMessage, {"content": "3", "tool_call_id": "c", "status": "error", "name": None,
+                   "artifact": [1]}),
+    (ToolMessage, {"content": "3", "tool_call_id": "c", "status": "bad"}),
+    (ToolMessage, {"content": "3"}),
+    (ToolMessage, {"content": "3", "tool_call_id": 4}),
+    (HumanMessage, {"content": "go"}),
+    (HumanMessage, {"content": "go", "id": "h", "name": "u", "additional_kwargs": {}}),
+    (SystemMessage, {"content": "s", "id": "system_prompt"}),
+    (SystemMessage, {"content": "s", "name": 1}),
+]
+
+
+def _validated(cls: type[BaseMessage], kwargs: dict[str, Any]) -> Any:
+    """What pydantic's own validation builds (no fast constructor)."""
+    message = cls.__new__(cls)
+    try:
+        BaseModel.__init__(message, **kwargs)
+    except ValidationError as exc:
+        return ("error", str(exc))
+    return message
+
+
+def _built(cls: type[BaseMessage], kwargs: dict[str, Any]) -> Any:
+    try:
+        return cls(**kwargs)
+    except ValidationError as exc:
+        return ("error", str(exc))
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), CONSTRUCTED, ids=range(len(CONSTRUCTED)))
+def test_message_constructors_build_what_pydantic_validation_builds(
+        cls: type[BaseMessage], kwargs: dict[str, Any]) -> None:
+    fast, slow = _built(cls, dict(kwargs)), _validated(cls, dict(kwargs))
+    if isinstance(slow, tuple):
+        assert fast == slow
+        return
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert [list(c) for c in fast.__dict__.get("tool_calls", [])] == [
+        list(c) for c in slow.__dict__.get("tool_calls", [])]  # key order too
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.__pydantic_private__ == slow.__pydantic_private__
+    assert repr(fast) == repr(slow) and fast.model_dump() == slow.model_dump()
+    for given, made in zip(kwargs.get("tool_calls") or [], getattr(fast, "tool_calls", []),
+                           strict=False):
+        assert made is not given and made["args"] is not given["args"]  # copies, as pydantic
+
+
+def test_construct_unchecked_matches_model_construct() -> None:
+    cases: list[tuple[type[BaseMessage], dict[str, Any]]] = [
+        (AIMessage, {"content": "x", "id": "1", "tool_calls": []}),
+        (ToolMessage, {"content": "r", "tool_call_id": "c", "name": "t"}),
+        (HumanMessage, {"content": "h"}), (AIMessageChunk, {"content": ""})]
+    for cls, values in cases:
+        fast = construct_unchecked(cls, **values)
+        slow = cls.model_construct(**values)
+        assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+        assert fast.model_fields_set == slow.model_fields_set
+    odd = construct_unchecked(HumanMessage, content="h", nonsense=1)
+    assert "nonsense" not in odd.__dict__ and list(odd.__dict__) == list(HumanMessage.model_fields)
+
+
+def test_flat_tool_arguments_make_the_json_round_trip() -> None:
+    rng = random.Random(3)
+    values: list[Any] = ["", "a", "é\u2028\n\"\\", "\x00\x1f", 0, -1, 10**30, True, False, None,
+                        1.5, -0.0, 1e300, 0.1 + 0.2, float("nan"), [1], {"a": 1}, (1,)]
+    made = 0
+    for _ in range(2000):
+        args = {rng.choice(["x", "é", 'a"b', "k\n"]) + str(rng.randint(0, 3)): rng.choice(values)
+                for _ in range(rng.randint(0, 4))}
+        if rng.random() < 0.05:
+            args[3] = 1  # type: ignore[index]  # a key json writes as "3"
+        flat = _flat_json(args)
+        raw = json.dumps(args, ensure_ascii=False)
+        if flat is None:
+            continue
+        made += 1
+        assert flat[0] == raw and flat[1] is not args
+        assert json.dumps(flat[1]) == json.dumps(json.loads(raw))  # nan-safe equality
+    assert made > 500
+
+
+# -- the model and tools nodes ---------------------------------------------------------------
+
+
+def _script_with_ids(messages: list[BaseMessage], tools: Any) -> AIMessage:
+    done = sum(m.type == "tool" for m in messages)
+    if done >= 2:
+        return AIMessage("the answer", id=f"a{len(messages)}")
+    return AIMessage("", id=f"a{len(messages)}", tool_calls=[
+        {"name": "bump", "args": {"x": done}, "id": f"call_{done}"}])
+
+
+@tool
+def bump(x: int) -> int:
+    """Add one."""
+    return x + 1
+
+
+def _normalised(events: list[Any]) -> list[Any]:
+    def plain(value: Any) -> Any:
+        if isinstance(value, BaseMessage):
+            data = value.model_dump()
+            if isinstance(value, ToolMessage):
+                data.pop("id")  # a fresh uuid per run
+            return data
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(events)
+
+
+def test_model_and_tools_nodes_write_what_the_general_steps_write(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def run() -> list[Any]:
+        agent = create_agent(ScriptedChatModel(_script_with_ids), tools=[bump])
+        return _normalised(list(agent.stream({"messages": [HumanMessage("go", id="h")]},
+                                             stream_mode=["updates", "values"])))
+
+    fast = run()
+    from threadloom.agent.model_step import ModelStep
+    from threadloom.agent.tool_step import ToolStep
+
+    async def general_model(self: Any, state: Any, opts: Any = None) -> Any:
+        return await self(self.nodes, state, opts or run_options())
+
+    async def general_tools(self: Any, state: Any, opts: Any = None) -> Any:
+        return await self(self.nodes, state, opts or run_options())
+
+    monkeypatch.setattr(ModelStep, "run", general_model)
+    monkeypatch.setattr(ToolStep, "run", general_tools)
+    general = run()
+    assert fast == general
+    assert any("tools" in str(event) for event in fast)
+
+
+@pytest.mark.parametrize("returned", ["text", "command", "error"])
+def test_the_tools_node_shortcut_matches_the_general_step(returned: str) -> None:
+    @tool
+    def act(x: int) -> Any:
+        """Act."""
+        if returned == "command":
+            return Command(update={"exit_reason": None})
+        if returned == "error":
+            raise RuntimeError("boom")
+        return x
+
+    agent = create_agent(ScriptedChatModel(["unused"]), tools=[act])
+    step = agent.agent_nodes.tool_step
+    ai = AIMessage("", id="a1", tool_calls=[{"name": "act", "args": {"x": 2}, "id": "c1"}])
+    state = {"messages": [HumanMessage("go", id="h"), ai]}
+
+    async def both() -> tuple[Any, Any]:
+        return await step.run(state, NO_OPTIONS), await step(step.nodes, state, NO_OPTIONS)
+
+    fast, general = asyncio.run(both())
+    assert _normalised([fast]) == _normalised([general])
+
+
+def test_a_run_without_options_gets_the_default_options() -> None:
+    agent = create_agent(ScriptedChatModel(["hi"]))
+    given = {"messages": [("user", "go")]}
+    input, options = agent._prepare(given, {})
+    assert input == given and input is not given
+    assert options == RunOptions(user_context=None, trace=options.trace)
+    _, with_context = agent._prepare(given, {"context": "ctx"})
+    assert with_context.user_context == "ctx"
+    _, explicit_none = agent._prepare(given, {"tools": None})  # the general path
+    assert explicit_none == options
+
+
+def test_an_inline_sync_tool_runs_as_arun_validated_runs_it() -> None:
+    @tool
+    def echo(x: int, call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Echo."""
+        return f"{x}:{call_id}"
+
+    validated = echo.parse_args({"x": 3})
+    inline = echo.run_inline(validated, tool_call_id="c9")
+    awaited = asyncio.run(echo.arun_validated(validated, tool_call_id="c9", inline=True))
+    assert inline == awaited == "3:c9"
+
+    async def later(x: int) -> int:
+        return x
+
+    with pytest.raises(TypeError, match="async-only"):
+        tool(later).run_inline(validated)
+
+
+def test_a_plain_tool_result_is_the_message_construct_unchecked_builds() -> None:
+    node = ToolNode([bump])
+    made = node._to_result(3, "c1", "bump")
+    expected = construct_unchecked(ToolMessage, content="3", tool_call_id="c1", name="bump")
+    assert isinstance(made, ToolMessage)
+    assert list(made.__dict__.items()) == list(expected.__dict__.items())
+    assert made.model_fields_set == expected.model_fields_set
+    assert made == ToolMessage(content="3", tool_call_id="c1", name="bump")

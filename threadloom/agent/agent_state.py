@@ -40,9 +40,14 @@ Counts = Mapping[str, int] | None
 def sum_usage(current: Counts, update: Counts) -> dict[str, int]:
     """Reducer of ``token_usage``: adds ``input/output/total_tokens``; ``None`` resets."""
     if update is None:
-        return {k: 0 for k in USAGE_KEYS}
+        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     current = current or {}
-    return {k: int(current.get(k) or 0) + int(update.get(k) or 0) for k in USAGE_KEYS}
+    return {"input_tokens": int(current.get("input_tokens") or 0)
+            + int(update.get("input_tokens") or 0),
+            "output_tokens": int(current.get("output_tokens") or 0)
+            + int(update.get("output_tokens") or 0),
+            "total_tokens": int(current.get("total_tokens") or 0)
+            + int(update.get("total_tokens") or 0)}
 
 
 def sum_counts(current: Counts, update: Counts) -> dict[str, int]:

@@ -28,7 +28,7 @@ from threadloom.agent.exit import (
 )
 from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
-from threadloom.agent.nodes import NODE_NAMES, AgentNodes, HookRunner
+from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
@@ -128,8 +128,8 @@ def create_agent(
     )
     builder = StateGraph(schemas.state, input_schema=schemas.state,
                          output_schema=schemas.output)
-    for node in NODE_NAMES:
-        builder.add_node(node, getattr(nodes, node))
+    for node, fn in nodes.node_functions().items():
+        builder.add_node(node, fn)
     builder.add_edge(START, "before_run")
     builder.add_conditional_edges("before_run", after_before_run, ["model"])
     builder.add_conditional_edges("model", after_model, ["tools", "exit_check"])
@@ -165,6 +165,9 @@ def _hooks(hooks: Any, middleware: Sequence[Any] | None) -> tuple[dict[str, list
     for point in HOOK_POINTS:
         hook_map[point] = [*hook_map[point], *mw_hooks.get(point, [])]
     return hook_map, list(model_wrappers), list(tool_wrappers)
+
+
+_RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})
 
 
 class Agent(CompiledGraph):
@@ -204,6 +207,9 @@ class Agent(CompiledGraph):
         context = options.pop("context", None)
         if isinstance(context, RunOptions):
             return input, context
+        if type(input) is dict and _RUN_OPTIONS.isdisjoint(input) and _RUN_OPTIONS.isdisjoint(
+                options):  # the usual call: no run-time options anywhere
+            return dict(input), RunOptions(user_context=context, trace=tracing_active())
         picked = {key: options.pop(key, None) for key in (
             "hook_context", "generation_kwargs", "streaming_callback", "tools")}
         if isinstance(input, Mapping):

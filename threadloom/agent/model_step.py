@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, messages_update, sum_usage
 from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 Handler = Callable[[ModelRequest], Awaitable[AIMessage]]
 _TRACING: list[Any] = []
 _NO_SPAN = contextlib.nullcontext()
-_TOKEN_KEYS: tuple[Literal["input_tokens", "output_tokens", "total_tokens"], ...] = (
-    "input_tokens", "output_tokens", "total_tokens")
 
 
 def _tracing() -> Any:
@@ -127,6 +125,7 @@ class ModelStep:
         self.response_format = (
             strategy.response_format() if self.provider_strategy is not None else None)
         self.handler = chain(self.wrappers, self._handle) if self.wrappers else None
+        self.nodes: Any = None  # the AgentNodes this step serves (set by AgentNodes)
 
     def wire(self, t: Any) -> dict[str, Any]:
         """The OpenAI ``tools[]`` dict of a tool (cached per tool object)."""
@@ -152,9 +151,54 @@ class ModelStep:
 
     # -- the node ---------------------------------------------------------------------------
 
+    async def run(self, state: dict[str, Any],
+                   opts: RunOptions | None = None) -> dict[str, Any] | Command:
+        """The ``model`` node (``AgentNodes.model``), for the agent ``nodes`` is bound to.
+
+        Without hooks around the call, ``wrap_model_call`` middleware, tracing or a
+        streaming callback (the usual run) the model is called right here, one coroutine
+        from the engine; the writes are those of the general path (``__call__``).
+        """
+        nodes = self.nodes
+        if opts is None:
+            opts = run_options()
+        hooks = nodes.hooks
+        if (self.handler is not None or opts.trace or opts.streaming_callback is not None
+                or hooks.has("before_llm") or hooks.has("after_llm")):
+            return await self(nodes, state, opts)
+        stored = state["messages"]
+        if (state.get("step_count") or 0) >= nodes.rules.max_steps:
+            return await self(nodes, state, opts)
+        history = repair_tool_pairs(stored)
+        prompts = nodes.prompts
+        system = prompts.system_text(prompts.values(state)) if (
+            prompts.system is not None) else None
+        tools = self.offered(state, opts)
+        wire = self.default_wire if tools is self.default_tools else [
+            self.wire(t) for t in tools]
+        kwargs = self.generation_kwargs
+        if opts.generation_kwargs:
+            kwargs = {**kwargs, **opts.generation_kwargs}
+        reply = await self.model.ainvoke(
+            request_messages(system, history, self.merge_system), tools=wire or None,
+            tool_choice=None, response_format=self.response_format, **kwargs)
+        update: dict[str, Any] = {"step_count": 1}
+        usage = reply.usage_metadata
+        if usage:
+            update["token_usage"] = {
+                "input_tokens": int(usage.get("input_tokens") or 0),
+                "output_tokens": int(usage.get("output_tokens") or 0),
+                "total_tokens": int(usage.get("total_tokens") or 0)}
+        update["context_tokens"] = context_tokens(reply, history)
+        if self.provider_strategy is not None and _final_text(reply):
+            update["structured_response"] = self.provider_strategy.parse(reply.text)
+        update["messages"] = [reply] if history is stored else messages_update(
+            stored, [*history, reply])
+        return update
+
     async def __call__(self, nodes: AgentNodes, state: dict[str, Any],
                        opts: RunOptions) -> dict[str, Any] | Command:
-        """The ``model`` node (see ``AgentNodes.model``)."""
+        """The ``model`` node, every case (hooks, middleware, tracing, streaming)."""
         stored = state["messages"]
         update: dict[str, Any] = {}
         messages, view = stored, state
@@ -184,7 +228,10 @@ class ModelStep:
         add_delta(update, "step_count", 1)
         usage = reply.usage_metadata
         if usage:
-            add_delta(update, "token_usage", {k: int(usage.get(k) or 0) for k in _TOKEN_KEYS})
+            add_delta(update, "token_usage", {
+                "input_tokens": int(usage.get("input_tokens") or 0),
+                "output_tokens": int(usage.get("output_tokens") or 0),
+                "total_tokens": int(usage.get("total_tokens") or 0)})
         update["context_tokens"] = context_tokens(reply, history)
         if self.provider_strategy is not None and _final_text(reply):
             update["structured_response"] = self.provider_strategy.parse(reply.text)

@@ -72,11 +72,20 @@ class AgentNodes:
     ) -> None:
         self.model_step = model_step
         self.tool_step = tool_step
+        model_step.nodes = tool_step.nodes = self
         self.hooks = hooks
         self.rules = rules
         self.prompts = prompts
         self.strategy = strategy
         self.defaults = defaults
+
+    def node_functions(self) -> dict[str, Any]:
+        """The graph's node callables by name (``model`` and ``tools`` are the steps' own
+        ``run`` methods: one coroutine less per call than these methods)."""
+        functions = {name: getattr(self, name) for name in NODE_NAMES}
+        functions["model"] = self.model_step.run
+        functions["tools"] = self.tool_step.run
+        return functions
 
     # -- before_run -------------------------------------------------------------------------
 
@@ -123,13 +132,13 @@ class AgentNodes:
 
     async def model(self, state: dict[str, Any]) -> dict[str, Any] | Command:
         """Run ``before_llm`` hooks, call the model, record usage, run ``after_llm`` hooks."""
-        return await self.model_step(self, state, run_options())
+        return await self.model_step.run(state, run_options())
 
     # -- tools ------------------------------------------------------------------------------
 
     async def tools(self, state: dict[str, Any]) -> Any:
         """Run ``before_tool`` hooks, the pending tool calls, then ``after_tool`` hooks."""
-        return await self.tool_step(self, state, run_options())
+        return await self.tool_step.run(state, run_options())
 
     # -- exit_check -------------------------------------------------------------------------
 

@@ -237,14 +237,24 @@ def _pairs_valid(messages: Sequence[BaseMessage]) -> bool:
     expected: list[str] = []  # the current calls still to answer, last one first
     message: Any  # a ToolMessage where type is "tool", an AIMessage where it is "ai"
     for message in messages:
-        if message.type == "tool":
+        kind = message.type
+        if kind == "tool":
             if not expected or expected[-1] != message.tool_call_id:
                 return False
             expected.pop()
         elif expected:
             return False
-        elif message.type == "ai" and (message.tool_calls or message.invalid_tool_calls):
-            expected = [call_id for call_id, _ in reversed(_calls_of(message))]
+        elif kind == "ai":
+            calls = message.tool_calls
+            if message.invalid_tool_calls:
+                expected = [call_id for call_id, _ in reversed(_calls_of(message))]
+            elif len(calls) == 1:  # the usual case
+                expected = [calls[0].get("id") or ""]
+                continue
+            elif calls:
+                expected = [c.get("id") or "" for c in reversed(calls)]
+            else:
+                continue
             if len(expected) > 1 and len(set(expected)) < len(expected):
                 return False  # two calls share an id: one result cannot answer both
     return not expected

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.agent.agent_state import add_delta, messages_update
 from threadloom.agent.exit import JUMP_END, jump
 from threadloom.agent.model_step import chain
-from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending
+from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
 from threadloom.agent.structured import ToolStrategy
 from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
 from threadloom.engine.types import Command
@@ -119,6 +119,7 @@ class ToolStep:
         self.structured = strategy if isinstance(strategy, ToolStrategy) else None
         self.wrappers = list(wrappers)
         self._subsets: dict[tuple[str, ...], ToolNode] = {}
+        self.nodes: Any = None  # the AgentNodes this step serves (set by AgentNodes)
 
     def toolset(self, state: dict[str, Any], opts: RunOptions) -> ToolNode:
         """The ``ToolNode`` over this run's tools (the run's tool names, run-time tools)."""
@@ -136,8 +137,42 @@ class ToolStep:
             node = self._subsets[key] = ToolNode(chosen, handle_tool_errors=errors)
         return node
 
+    async def run(self, state: dict[str, Any], opts: RunOptions | None = None) -> Any:
+        """The ``tools`` node (``AgentNodes.tools``), for the agent ``nodes`` is bound to.
+
+        The usual step (one call, of a configured tool, in the last message, no hooks or
+        ``wrap_tool_call`` middleware, no structured-output tool, the agent's own tools)
+        runs right here, one coroutine from the engine, with the writes of ``__call__``.
+        """
+        nodes = self.nodes
+        if opts is None:
+            opts = run_options()
+        stored = state["messages"]
+        ai: Any = stored[-1] if stored else None
+        hooks = nodes.hooks
+        if (ai is None or ai.type != "ai" or len(ai.tool_calls) != 1 or ai.invalid_tool_calls
+                or self.wrappers or self.structured is not None
+                or opts.tool_names is not None or opts.extra_tools
+                or hooks.has("before_tool") or hooks.has("after_tool")
+                or ai.tool_calls[0]["name"] not in self.node.tools_by_name):
+            return await self(nodes, state, opts)
+        call = ai.tool_calls[0]
+        task = current_task()
+        outcome = (await self.node.run_tool_calls(
+            ai, state=state, config=task.config if task is not None else {}))[0]
+        update: dict[str, Any] = {}
+        if type(outcome) is ToolMessage:  # the usual result: what _collect makes of it
+            update["tool_call_counts"] = {call["name"]: 1}
+            update["messages"] = [outcome]
+            return update
+        results, commands, _ = self._collect(
+            self.node, [call], [_split(outcome, call)], [], update)
+        update["messages"] = messages_update(
+            stored, in_call_order([*stored, *results], len(stored) - 1))
+        return [update, *commands] if commands else update
+
     async def __call__(self, nodes: AgentNodes, state: dict[str, Any], opts: RunOptions) -> Any:
-        """The ``tools`` node (see ``AgentNodes.tools``)."""
+        """The ``tools`` node, every case (hooks, middleware, run-time tools, resumes)."""
         stored = state["messages"]
         index = last_ai_index(stored)
         if index is None:

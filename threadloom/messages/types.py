@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar,
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
+from threadloom.messages.build import construct_unchecked, fast_inits
 from threadloom.messages.records import (
     InvalidToolCall,
     ToolCall,
@@ -24,6 +25,8 @@ REMOVE_ALL_MESSAGES = "__remove_all__"
 """Id of a ``RemoveMessage`` that clears the whole history (as in LangGraph)."""
 
 _DEVELOPER_FLAG = "openai_role"
+# exact class -> checked fast constructor (``threadloom.messages.build``); filled below
+_FAST_INITS: dict[type, Any] = {}
 _M = TypeVar("_M", bound="BaseModel")
 
 
@@ -61,7 +64,9 @@ class BaseMessage(BaseModel):
     def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None:
         if "content" not in kwargs:
             kwargs["content"] = content
-        super().__init__(**kwargs)
+        fast = _FAST_INITS.get(type(self))
+        if fast is None or not fast(self, kwargs):  # fast: the usual, plainly valid values
+            super().__init__(**kwargs)
 
     @property
     def text(self) -> str:
@@ -243,6 +248,9 @@ AnyMessage = Annotated[
 """Any message, discriminated by ``type``."""
 
 
+_FAST_INITS.update(fast_inits(AIMessage, ToolMessage, {
+    HumanMessage: "human", SystemMessage: "system"}))
+
 _ROLE_CLASSES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
     "human": HumanMessage,
@@ -260,35 +268,6 @@ _ROLE_CLASSES: dict[str, type[BaseMessage]] = {
 @cache
 def _field_defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any, Any], ...]:
     return tuple((n, f.default, f.default_factory) for n, f in cls.model_fields.items())
-
-
-def construct_unchecked(cls: type[_M], **values: Any) -> _M:
-    """Build a pydantic model from values already in shape, skipping validation.
-
-    Does what pydantic's ``model_construct`` does, without its per-call overhead; used
-    on the streaming hot path (chunk arithmetic, provider chunk conversion).
-
-    Args:
-        cls: a pydantic model class without private attributes.
-        **values: field values, trusted as valid; fields not given take their default
-            (or a fresh ``default_factory`` value).
-
-    Returns:
-        The instance, with ``model_fields_set`` the names given. Nothing is checked, so a
-        wrong value only fails later; use ``cls(...)`` for untrusted input.
-    """
-    data: dict[str, Any] = {}
-    for name, default, factory in _field_defaults(cls):
-        if name in values:
-            data[name] = values[name]
-        else:
-            data[name] = factory() if factory is not None else default
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", data)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", {})
-    object.__setattr__(obj, "__pydantic_private__", None)
-    return obj
 
 
 _fast_new = construct_unchecked

@@ -120,9 +120,15 @@ def guard_tool_calls(message: AIMessage) -> AIMessage:
     Returns:
         ``message`` itself when nothing changed, else an updated copy.
     """
-    if not message.invalid_tool_calls and all(c.get("id") for c in message.tool_calls) and (
-            not message.tool_calls or message.finish_reason != "length"):
-        return message  # the usual reply: nothing to guard
+    if not message.invalid_tool_calls:  # the usual reply: nothing to guard
+        if not message.tool_calls:
+            return message
+        if message.finish_reason != "length":
+            for call in message.tool_calls:
+                if not call.get("id"):
+                    break
+            else:
+                return message
     calls = list(message.tool_calls)
     invalid = list(message.invalid_tool_calls)
     changed = False

@@ -10,6 +10,7 @@ to without making them (the fast path agents take when nobody streams).
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -23,8 +24,15 @@ from threadloom.messages import (
     construct_unchecked,
     make_tool_call,
 )
+from threadloom.messages.build import construct_complete
 
-from .base import BaseChatModel, ChunkAccumulator, guard_tool_calls, new_message_id
+from .base import (
+    BaseChatModel,
+    ChunkAccumulator,
+    _engine_hooks,
+    guard_tool_calls,
+    new_message_id,
+)
 
 __all__ = ["ScriptedChatModel"]
 
@@ -33,6 +41,10 @@ ReplyFn = Callable[[list[BaseMessage], list[dict[str, Any]] | None], Reply]
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # what json.dumps(ensure_ascii=False) does
+_STR = json.encoder.encode_basestring  # how that encoder writes a str (C-accelerated)
+# the fields a built reply counts as set (all but ``name`` and ``type``)
+_REPLY_FIELDS = ("content", "id", "tool_calls", "invalid_tool_calls", "usage_metadata",
+                 "reasoning_content", "refusal", "response_metadata", "additional_kwargs")
 _AI_FIELDS = {"content", "id", "name", "tool_calls", "invalid_tool_calls", "usage_metadata",
               "reasoning_content", "refusal", "response_metadata", "additional_kwargs"}
 
@@ -193,28 +205,30 @@ class ScriptedChatModel(BaseChatModel):
             name = call.get("name")
             if type(args) is not dict or not name or isinstance(call.get("function"), dict):
                 return None
-            raw = _ENCODE(args)
+            flat = _flat_json(args)
+            raw, copy = flat if flat is not None else (_ENCODE(args), None)
             raws.append(raw)
-            calls.append({"name": name, "args": json.loads(raw),
+            calls.append({"name": name, "args": json.loads(raw) if copy is None else copy,
                           "id": call.get("id") or f"call_{number}_{i}", "type": "tool_call"})
         content = reply.content or ""
         meta = dict(reply.response_metadata or {})
         meta.setdefault("finish_reason", "tool_calls" if calls else "stop")
         meta.setdefault("model_name", self.name)
         given = reply.usage_metadata
-        message = construct_unchecked(
-            AIMessage,
-            content=[dict(p) for p in content] if isinstance(content, list) else content,
-            id=reply.id or new_message_id(),
-            tool_calls=calls,
-            invalid_tool_calls=[],
-            usage_metadata=self._usage(msgs, {"usage_metadata": given, "tool_calls": ()})
+        message = construct_complete(AIMessage, {  # every field, in declaration order
+            "content": [dict(p) for p in content] if isinstance(content, list) else content,
+            "id": reply.id or new_message_id(),
+            "name": None,
+            "additional_kwargs": dict(reply.additional_kwargs or {}),
+            "response_metadata": meta,
+            "type": "ai",
+            "tool_calls": calls,
+            "invalid_tool_calls": [],
+            "usage_metadata": self._usage(msgs, {"usage_metadata": given, "tool_calls": ()})
             if given else _estimate_usage(msgs, content, raws),
-            reasoning_content=reply.reasoning_content or None,
-            refusal=reply.refusal or None,
-            response_metadata=meta,
-            additional_kwargs=dict(reply.additional_kwargs or {}),
-        )
+            "reasoning_content": reply.reasoning_content or None,
+            "refusal": reply.refusal or None,
+        }, _REPLY_FIELDS)
         return guard_tool_calls(message)
 
     def _assemble(self, msgs: list[BaseMessage], fields: dict[str, Any]) -> AIMessage:
@@ -273,6 +287,46 @@ class ScriptedChatModel(BaseChatModel):
     async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
                          opts: dict[str, Any]) -> AIMessage:
         return self._generate(msgs, tools, opts)
+
+    async def ainvoke(self, messages: Any, *, tools: Sequence[Any] | None = None,
+                      tool_choice: Any = None, response_format: Any = None,
+                      **kwargs: Any) -> AIMessage:
+        """``BaseChatModel.ainvoke``; a reply nobody streams is made right here (what
+        ``_agenerate`` would do, one coroutine less)."""
+        if (self.streaming or type(self)._agenerate is not ScriptedChatModel._agenerate
+                or _engine_hooks() is not None):
+            return await super().ainvoke(messages, tools=tools, tool_choice=tool_choice,
+                                         response_format=response_format, **kwargs)
+        msgs, wire_tools, opts = self._prepare(messages, tools, tool_choice,
+                                               response_format, kwargs)
+        return self._finish(self._generate(msgs, wire_tools, opts), wire_tools)
+
+
+def _flat_json(args: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(_ENCODE(args), json.loads(_ENCODE(args)))`` for a non-empty object of ``str``,
+    ``int``, finite ``float``, ``bool`` and ``None`` values (the usual arguments), made
+    without the encoder's set-up and the decoder; None for anything else."""
+    parts = []
+    for key, value in args.items():
+        kind = type(value)
+        if kind is str:
+            text = _STR(value)
+        elif kind is int:
+            text = int.__repr__(value)
+        elif kind is bool:
+            text = "true" if value else "false"
+        elif value is None:
+            text = "null"
+        elif kind is float and math.isfinite(value):
+            text = float.__repr__(value)
+        else:
+            return None
+        if type(key) is not str:
+            return None
+        parts.append(f"{_STR(key)}: {text}")
+    if not parts:
+        return None
+    return "{" + ", ".join(parts) + "}", dict(args)
 
 
 def _estimate_usage(msgs: list[BaseMessage], content: Any, raws: list[str]) -> dict[str, int]:

@@ -22,14 +22,15 @@ from threadloom.messages import (
     AIMessage,
     BaseMessage,
     ToolMessage,
-    construct_unchecked,
     parse_tool_args,
 )
+from threadloom.messages.build import construct_complete
 from threadloom.tools import Tool, format_tool_output, tool
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
 
 ErrorHandler = bool | str | Callable[[Exception], str] | tuple[type[Exception], ...]
+_RESULT_FIELDS = ("content", "tool_call_id", "name")  # what a plain result sets
 _EXCERPT = 300
 
 
@@ -246,15 +247,16 @@ class ToolNode:
         except ToolError as exc:
             return self._bad_args(call_id, name, str(exc))
         try:
-            value = await selected.arun_validated(
-                validated,
-                state=state,
-                tool_call_id=call_id,
-                config=config,
-                idempotency_key=idempotency_key(config, call_id, task_id)
-                if selected.takes_injections else None,  # only injections read it
-                inline=inline,
-            )
+            key = idempotency_key(config, call_id, task_id) if (
+                selected.takes_injections) else None  # only injections read it
+            if inline and selected.coroutine is None and (  # arun_validated's inline case
+                    type(selected).arun_validated is Tool.arun_validated):
+                value = selected.run_inline(validated, state=state, tool_call_id=call_id,
+                                            config=config, idempotency_key=key)
+            else:
+                value = await selected.arun_validated(
+                    validated, state=state, tool_call_id=call_id, config=config,
+                    idempotency_key=key, inline=inline)
         except Exception as exc:
             return _error(call_id, name, self._format_exception(exc))
         return self._to_result(value, call_id, name)
@@ -299,8 +301,10 @@ class ToolNode:
             return ToolMessage(content=value, tool_call_id=call_id, name=name)
         text = format_tool_output(value)
         if type(call_id) is str and type(name) is str:  # all in shape: skip re-validation
-            return construct_unchecked(ToolMessage, content=text, tool_call_id=call_id,
-                                       name=name)
+            return construct_complete(ToolMessage, {  # every field, in declaration order
+                "content": text, "id": None, "name": name, "additional_kwargs": {},
+                "response_metadata": {}, "type": "tool", "tool_call_id": call_id,
+                "status": "success", "artifact": None}, _RESULT_FIELDS)
         return ToolMessage(content=text, tool_call_id=call_id, name=name)
 
     def _split_command(

@@ -234,6 +234,19 @@ class Tool:
             return self.func(**kwargs)  # type: ignore[misc]
         return await to_worker(self.func, **kwargs)  # type: ignore[arg-type]
 
+    def run_inline(self, validated: BaseModel, *, state: Any = None,
+                   tool_call_id: str | None = None, config: dict[str, Any] | None = None,
+                   idempotency_key: str | None = None) -> Any:
+        """``arun_validated(..., inline=True)`` of a sync tool, called without awaiting.
+
+        Raises:
+            TypeError: the tool is async-only (it has no sync ``func``).
+        """
+        if self.func is None:
+            raise TypeError(f"tool {self.name!r} is async-only; use arun_validated")
+        return self.func(**self._call_kwargs(validated, state, tool_call_id, config,
+                                             idempotency_key))
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, without validation or injection."""
         impl = self.func or self.coroutine
