@@ -6,12 +6,24 @@ function of the same name does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import BaseChatModel, ChatModel, ChunkAccumulator, guard_tool_calls, tool_to_openai
 from .cassette import CassetteMismatchError, RecordingChatModel, ReplayChatModel
-from .openai import OpenAIChatModel
 from .scripted import ScriptedChatModel
+
+if TYPE_CHECKING:
+    from .openai import OpenAIChatModel
+
+
+def __getattr__(name: str) -> Any:
+    # The OpenAI adapter (and the openai package, ~50k objects the garbage collector would
+    # walk forever after) loads on first use, not with every model.
+    if name == "OpenAIChatModel":
+        from .openai import OpenAIChatModel
+
+        return OpenAIChatModel
+    raise AttributeError(f"module 'threadloom.models' has no attribute {name!r}")
 
 __all__ = [
     "BaseChatModel",
@@ -64,12 +76,13 @@ def init_chat_model(model: str, **kwargs: Any) -> Any:
                          f"provider first, e.g. 'ollama:llama3:8b')")
     if not name:
         raise ValueError(f"init_chat_model({model!r}): no model name after {provider!r}:")
-    if provider == "ollama":
-        kwargs.setdefault("base_url", OLLAMA_BASE_URL)
-        kwargs.setdefault("api_key", "ollama")
-        return OpenAIChatModel(name, **kwargs)
     if provider == "local":
         from threadloom.models.local import LocalChatModel
 
         return LocalChatModel(name, **kwargs)
+    from .openai import OpenAIChatModel
+
+    if provider == "ollama":
+        kwargs.setdefault("base_url", OLLAMA_BASE_URL)
+        kwargs.setdefault("api_key", "ollama")
     return OpenAIChatModel(name, **kwargs)
