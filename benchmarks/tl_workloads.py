@@ -195,7 +195,8 @@ def _agent(delay_s: float = 0.0, checkpointer: Any = None) -> Any:
     # imported here so the graph workloads run even before the agent package exists
     from threadloom import ScriptedChatModel, create_agent, tool
 
-    model: Any = ScriptedChatModel(_script)
+    # No call log: the peers' scripted models keep none either (and a real model has none).
+    model: Any = ScriptedChatModel(_script, record_calls=False)
     if delay_s:
         model = _Delayed(model, delay_s)
     return create_agent(model, tools=[tool(h.bump)], checkpointer=checkpointer)

@@ -477,3 +477,17 @@ def test_a_plain_tool_result_is_the_message_construct_unchecked_builds() -> None
     assert list(made.__dict__.items()) == list(expected.__dict__.items())
     assert made.model_fields_set == expected.model_fields_set
     assert made == ToolMessage(content="3", tool_call_id="c1", name="bump")
+
+
+def test_scripted_model_without_call_records_counts_calls_and_keeps_none() -> None:
+    from threadloom import HumanMessage, ScriptedChatModel
+
+    recorded = ScriptedChatModel(["one", "two"])
+    bare = ScriptedChatModel(["one", "two"], record_calls=False)
+    for model in (recorded, bare):
+        assert model.invoke([HumanMessage("hi")]).text == "one"
+        assert model.invoke([HumanMessage("again")]).text == "two"
+        assert model.call_count == 2
+    assert [c["messages"][-1].text for c in recorded.calls] == ["hi", "again"]
+    assert bare.calls == []
+    assert repr(bare).endswith("calls=2)")

@@ -240,7 +240,7 @@ class ReplayChatModel(BaseChatModel):
 
     def _check(self, msgs: list[BaseMessage], tools: list[dict] | None,
                opts: dict[str, Any]) -> None:
-        index = len(self._player.calls)
+        index = self._player.call_count
         if index >= len(self.interactions):
             raise CassetteMismatchError(
                 f"cassette {self.path} has {len(self.interactions)} interactions; call "

@@ -82,11 +82,15 @@ class ScriptedChatModel(BaseChatModel):
             call. Tool-call ``args`` given as a string are sent as raw JSON text, so a
             script can reproduce truncated or invalid arguments.
         name: the ``model_name`` put in ``response_metadata``.
+        record_calls: keep every request in ``calls`` (the default, for tests that check
+            what the model was sent); False keeps only ``call_count``, so a long-running
+            process (a benchmark, a load test) does not hold every request forever.
 
     Attributes:
         calls: one dict per call, ``{"messages": [...], "tools": [...] | None,
             "kwargs": {...}}`` (tools as OpenAI dicts; kwargs include ``tool_choice`` and
-            ``response_format`` when given).
+            ``response_format`` when given); empty with ``record_calls=False``.
+        call_count: how many calls were made.
 
     Replies without usage get an estimate (about four characters per token); tool calls
     without an id get ``call_<call number>_<position>``. Message ids are fresh UUIDs.
@@ -98,26 +102,30 @@ class ScriptedChatModel(BaseChatModel):
     supports_tools = True
 
     def __init__(self, script: Sequence[Reply | ReplyFn] | ReplyFn, *,
-                 name: str = "scripted") -> None:
+                 name: str = "scripted", record_calls: bool = True) -> None:
         if not callable(script) and isinstance(script, str | dict | AIMessage):
             raise TypeError("script must be a list of replies or a callable, "
                             f"got a single {type(script).__name__}; wrap it in a list")
         self.script = script if callable(script) else list(script)
         self.name = name
         self.calls: list[dict[str, Any]] = []
+        self.call_count = 0
+        self.record_calls = record_calls
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         size = "callable" if callable(self.script) else f"{len(self.script)} replies"
-        return f"ScriptedChatModel({size}, calls={len(self.calls)})"
+        return f"ScriptedChatModel({size}, calls={self.call_count})"
 
     def _next(self, msgs: list[BaseMessage], tools: list[dict] | None,
               opts: dict[str, Any]) -> tuple[int, Reply]:
         with self._lock:
-            number = len(self.calls)
-            # ``msgs`` and ``opts`` are made afresh for each call (``BaseChatModel._prepare``),
-            # so the record keeps them without copying.
-            self.calls.append({"messages": msgs, "tools": tools, "kwargs": opts})
+            number = self.call_count
+            self.call_count = number + 1
+            if self.record_calls:
+                # ``msgs`` and ``opts`` are made afresh for each call
+                # (``BaseChatModel._prepare``), so the record keeps them without copying.
+                self.calls.append({"messages": msgs, "tools": tools, "kwargs": opts})
             entry: Any = self.script
             if not callable(entry):
                 if number >= len(entry):
