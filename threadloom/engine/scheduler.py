@@ -137,6 +137,7 @@ class RunLoop(Persistence):
                 )
             self.step += 1
             tasks = make_tasks(self, planned, remaining=limit - steps_done, resume=resume)
+            del planned  # nothing of a finished step stays referenced while this one runs
             if not skip_before and self._pause_before(tasks):
                 self.step -= 1
                 return
@@ -165,6 +166,7 @@ class RunLoop(Persistence):
                 await self.sink.drained()
             steps_done += 1
             resume = None
+            del results, updated
             if self._pause_after(tasks):
                 return
 
