@@ -16,7 +16,6 @@ sync method in a worker thread so the event loop never blocks.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import os
 import threading
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypedDict
 
 from threadloom.engine.errors import CheckpointError
+from threadloom.engine.workers import to_worker
 
 CHECKPOINT_FORMAT = 1
 
@@ -286,7 +286,7 @@ class BaseCheckpointer:
 
     async def aget_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
-        return await asyncio.to_thread(self.get_tuple, config)
+        return await to_worker(self.get_tuple, config)
 
     async def alist(
         self,
@@ -297,7 +297,7 @@ class BaseCheckpointer:
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list``."""
-        items = await asyncio.to_thread(
+        items = await to_worker(
             lambda: list(self.list(config, filter=filter, before=before, limit=limit))
         )
         for item in items:
@@ -311,25 +311,25 @@ class BaseCheckpointer:
         new_versions: Mapping[str, int],
     ) -> dict[str, Any]:
         """Async ``put``."""
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await to_worker(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str
     ) -> None:
         """Async ``put_writes``."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id)
+        await to_worker(self.put_writes, config, writes, task_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        await to_worker(self.delete_thread, thread_id)
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
         """Async ``prune``."""
-        return await asyncio.to_thread(self.prune, thread_id, keep_last=keep_last)
+        return await to_worker(self.prune, thread_id, keep_last=keep_last)
 
     async def aclose(self) -> None:
         """Async ``close``."""
-        await asyncio.to_thread(self.close)
+        await to_worker(self.close)
 
     def __enter__(self) -> BaseCheckpointer:
         return self

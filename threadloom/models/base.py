@@ -16,11 +16,11 @@ model must share:
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from threadloom.engine.workers import to_worker
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,
@@ -308,7 +308,7 @@ class BaseChatModel:
 
     async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
                          opts: dict[str, Any]) -> AIMessage:
-        return await asyncio.to_thread(self._generate, msgs, tools, opts)
+        return await to_worker(self._generate, msgs, tools, opts)
 
     async def _astream(self, msgs: list[BaseMessage], tools: list[dict] | None,
                        opts: dict[str, Any]) -> AsyncIterator[AIMessageChunk]:
