@@ -491,3 +491,26 @@ def test_scripted_model_without_call_records_counts_calls_and_keeps_none() -> No
     assert [c["messages"][-1].text for c in recorded.calls] == ["hi", "again"]
     assert bare.calls == []
     assert repr(bare).endswith("calls=2)")
+
+
+def test_sync_invoke_runs_the_sync_tool_calls_of_one_reply_concurrently() -> None:
+    # Three calls in one reply each wait for the other two: only concurrent calls pass.
+    import threading
+
+    from threadloom import AIMessage, ScriptedChatModel, create_agent, tool
+
+    barrier = threading.Barrier(3, timeout=5)
+
+    @tool
+    def meet(n: int) -> str:
+        """Wait until all three calls have started."""
+        barrier.wait()
+        return f"met {n}"
+
+    calls = [{"name": "meet", "args": {"n": i}, "id": f"c{i}", "type": "tool_call"}
+             for i in range(3)]
+    model = ScriptedChatModel([AIMessage(content="", tool_calls=calls), "done"])
+    agent = create_agent(model, tools=[meet])
+    out = agent.invoke({"messages": [("user", "go")]})
+    assert [m.text for m in out["messages"] if m.type == "tool"] == ["met 0", "met 1", "met 2"]
+    assert out["messages"][-1].text == "done"

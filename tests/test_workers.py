@@ -11,7 +11,7 @@ from typing import TypedDict
 import pytest
 
 from threadloom import END, START, StateGraph
-from threadloom.engine.workers import WorkerPool, to_worker
+from threadloom.engine.workers import MAX_WORKERS, WorkerPool, pool_of, to_worker
 
 _VAR: contextvars.ContextVar[str] = contextvars.ContextVar("_VAR", default="unset")
 
@@ -61,13 +61,12 @@ def test_blocking_calls_run_in_parallel() -> None:
     assert sorted(asyncio.run(main())) == [0, 1, 2, 3]
 
 
-def test_many_calls_from_many_loops_all_complete() -> None:
-    pool = WorkerPool(max_workers=3)
+def test_each_loop_has_its_own_pool_and_many_calls_complete() -> None:
+    pools: dict[int, object] = {}
 
     async def main(offset: int) -> list[int]:
-        loop = asyncio.get_running_loop()
-        futures = [pool.submit(loop, lambda i=i: i + offset) for i in range(300)]
-        return list(await asyncio.gather(*futures))
+        pools[offset] = pool_of(asyncio.get_running_loop())
+        return list(await asyncio.gather(*(to_worker(lambda i=i: i + offset) for i in range(300))))
 
     results: dict[int, list[int]] = {}
 
@@ -79,10 +78,73 @@ def test_many_calls_from_many_loops_all_complete() -> None:
         t.start()
     for t in threads:
         t.join(timeout=30)
-    assert {k: v for k, v in results.items()} == {
-        k * 1000: [i + k * 1000 for i in range(300)] for k in range(3)
-    }
-    assert pool._workers <= 3
+    assert results == {k * 1000: [i + k * 1000 for i in range(300)] for k in range(3)}
+    assert len({id(p) for p in pools.values()}) == 3
+
+
+def test_a_sync_node_running_another_graph_never_waits_for_its_callers_threads() -> None:
+    # More outer runs than the bound of one pool, each holding a worker while its sync
+    # node runs an inner graph whose two sync branches need workers too: the inner run has
+    # its own loop and pool, so nothing waits for a thread held by the outer runs.
+    def sleepy(state: _S) -> dict[str, str]:
+        time.sleep(0.05)
+        return {}
+
+    inner_builder = StateGraph(_S)
+    inner_builder.add_node("a", sleepy)
+    inner_builder.add_node("b", sleepy)
+    inner_builder.add_edge(START, "a")
+    inner_builder.add_edge(START, "b")
+    inner = inner_builder.compile()
+
+    def outer_node(state: _S) -> dict[str, str]:
+        time.sleep(0.05)
+        inner.invoke({"who": ""})
+        return {"who": "done"}
+
+    outer_builder = StateGraph(_S)
+    outer_builder.add_node("n", outer_node)
+    outer_builder.add_edge(START, "n")
+    outer = outer_builder.compile()
+
+    async def main() -> list[str]:
+        runs = [outer.ainvoke({"who": ""}) for _ in range(MAX_WORKERS + 4)]
+        return [r["who"] for r in await asyncio.wait_for(asyncio.gather(*runs), 20)]
+
+    assert asyncio.run(main()) == ["done"] * (MAX_WORKERS + 4)
+
+
+def test_stop_iteration_becomes_runtime_error_and_other_results_arrive() -> None:
+    def bad() -> None:
+        next(iter(()))
+
+    async def main() -> tuple[list[int], BaseException | None]:
+        calls = [to_worker(lambda i=i: i) for i in range(20)]
+        failing = to_worker(bad)
+        good = list(await asyncio.wait_for(asyncio.gather(*calls), 5))
+        try:
+            await asyncio.wait_for(failing, 5)
+        except RuntimeError as exc:
+            return good, exc
+        return good, None
+
+    good, error = asyncio.run(main())
+    assert good == list(range(20))
+    assert isinstance(error, RuntimeError) and isinstance(error.__cause__, StopIteration)
+
+
+def test_idle_workers_end() -> None:
+    pool = WorkerPool(max_workers=2, idle_timeout_s=0.05)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        return await pool.submit(loop, lambda: 7)
+
+    assert asyncio.run(main()) == 7
+    deadline = time.monotonic() + 5
+    while pool._workers and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pool._workers == 0
 
 
 def test_a_cancelled_caller_does_not_break_the_pool() -> None:

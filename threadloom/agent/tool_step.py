@@ -266,10 +266,12 @@ class ToolStep:
 
     async def _run_each(self, toolset: ToolNode, ai: AIMessage, calls: list[Any],
                         view: dict[str, Any], config: dict[str, Any], task: Any) -> list[Any]:
+        alone = len(calls) == 1  # several calls overlap: none runs on the loop's thread
+
         async def base(request: ToolCallRequest) -> Any:
             msg = _message_for(ai, [request.tool_call])
             return (await toolset.run_tool_calls(msg, state=request.state,
-                                                 config=request.config))[0]
+                                                 config=request.config, alone=alone))[0]
 
         handler = chain(self.wrappers, base) if self.wrappers else base
         runtime = Runtime(config=config, node="tools", step=task.step if task else 0,

@@ -20,12 +20,25 @@ T = TypeVar("T")
 _local = threading.local()
 
 
+class _PrivateLoop:
+    """A thread's private event loop, closed when the thread ends (its locals go)."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __del__(self) -> None:
+        loop = self.loop
+        if not loop.is_closed() and not loop.is_running():
+            loop.close()
+
+
 def _private_loop() -> asyncio.AbstractEventLoop:
-    loop = getattr(_local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = asyncio.new_event_loop()
-        _local.loop = loop
-    return loop
+    holder = getattr(_local, "holder", None)
+    if holder is None or holder.loop.is_closed():
+        holder = _local.holder = _PrivateLoop()
+    return holder.loop  # type: ignore[no-any-return]
 
 
 def _in_running_loop() -> bool:

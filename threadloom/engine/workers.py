@@ -2,17 +2,23 @@
 
 ``await to_worker(fn, *args)`` has the contract of ``asyncio.to_thread``: ``fn`` runs on
 another thread with a copy of the caller's context variables, and the caller's event loop
-keeps running meanwhile. It is leaner under load: ``to_thread`` makes a
-``concurrent.futures.Future`` (with its own condition variable) per call and wakes the event
-loop once per result, which under 500 concurrent runs costs ~150 us per call on two cores.
-Here a call is a tuple on a ``SimpleQueue``; a worker that finishes a call appends the
-result to its loop's inbox and wakes the loop only if no wake-up is already pending, so
-results that finish together are delivered in one loop turn.
+keeps running meanwhile. As with ``to_thread`` (the loop's default executor), each event
+loop has its own pool, bounded at ``min(32, cpu count + 4)`` threads, so a sync node that
+runs another graph (its own loop, its own pool) can never wait for a thread held by its
+caller, and threads running their own loops never share threads.
 
-Workers are daemon threads, started on demand (while calls wait and no worker is idle)
-up to ``min(32, cpu count + 4)`` (the bound of the standard thread pool) and kept for
-the life of the process. A cancelled caller does not stop its call (as with ``to_thread``);
-its result is dropped.
+It is leaner under load: ``to_thread`` makes a ``concurrent.futures.Future`` (with its own
+condition variable) per call and wakes the event loop once per result, which under 500
+concurrent runs costs ~150 us per call on two cores. Here a call is a tuple on a
+``SimpleQueue``; a worker that finishes a call appends the result to its pool's inbox and
+wakes the loop only if no wake-up is already pending, so results that finish together are
+delivered in one loop turn.
+
+Workers are daemon threads, started while queued calls outnumber the waiting workers (so a
+call never waits behind a blocking one below the bound) and ended after ``IDLE_TIMEOUT_S``
+without work. A cancelled caller does not stop its call (as with ``to_thread``); its
+result is dropped. A call that raises ``StopIteration`` (which cannot travel through a
+future) raises ``RuntimeError`` from it instead, as PEP 479 does for generators.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import functools
 import os
 import queue
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,50 +37,41 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
-
-
-class _Inbox:
-    """Finished calls of one event loop, waiting to be handed to their futures."""
-
-    __slots__ = ("done", "wake_pending")
-
-    def __init__(self) -> None:
-        self.done: deque[tuple[asyncio.Future[Any], bool, Any]] = deque()
-        self.wake_pending = False
+IDLE_TIMEOUT_S = 30.0
 
 
 class WorkerPool:
-    """Daemon worker threads fed by one queue; see the module docstring.
+    """The worker threads of one event loop; see the module docstring.
 
     Args:
-        max_workers: the most threads this pool starts (default ``MAX_WORKERS``).
+        max_workers: the most threads this pool runs at once (default ``MAX_WORKERS``).
+        idle_timeout_s: seconds a worker waits for a call before it ends.
     """
 
-    def __init__(self, max_workers: int = MAX_WORKERS) -> None:
+    def __init__(
+        self, max_workers: int = MAX_WORKERS, idle_timeout_s: float = IDLE_TIMEOUT_S
+    ) -> None:
         self.max_workers = max_workers
+        self.idle_timeout_s = idle_timeout_s
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers = 0
-        self._idle = 0
-        self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
+        self._waiting = 0  # workers in (or about to enter) _calls.get()
+        self._queued = 0  # calls put and not yet taken
+        self._done: deque[tuple[asyncio.Future[Any], bool, Any]] = deque()
+        self._wake_pending = False
 
-    def submit(
-        self, loop: asyncio.AbstractEventLoop, fn: Callable[[], T]
-    ) -> asyncio.Future[T]:
-        """Queue ``fn()`` (already bound to its context); its future belongs to ``loop``."""
+    def submit(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """Queue ``fn()`` (already bound to its context); its future belongs to ``loop``
+        (the pool's own loop: one pool serves one loop)."""
         future: asyncio.Future[T] = loop.create_future()
-        # Each call claims an idle worker, or starts one while under the bound, so a call
-        # never waits behind a blocking one while a thread could take it; past the bound,
-        # calls queue up as in the standard pool.
         with self._lock:
-            if self._idle:
-                self._idle -= 1
-                start = False
-            else:
-                start = self._workers < self.max_workers
-                if start:
-                    self._workers += 1
-        self._calls.put((loop, future, fn))
+            self._queued += 1
+            self._calls.put((future, fn))
+            start = self._queued > self._waiting and self._workers < self.max_workers
+            if start:
+                self._workers += 1
+                self._waiting += 1
         if start:
             threading.Thread(target=self._work, name="threadloom-worker", daemon=True).start()
         return future
@@ -81,71 +79,88 @@ class WorkerPool:
     def _work(self) -> None:
         calls, lock = self._calls, self._lock
         while True:
-            loop, future, fn = calls.get()
+            try:
+                future, fn = calls.get(timeout=self.idle_timeout_s)
+            except queue.Empty:
+                with lock:
+                    if self._queued > self._waiting - 1:
+                        continue  # calls are queued that the other waiting workers can't take
+                    self._waiting -= 1
+                    self._workers -= 1
+                    return
+            with lock:
+                self._waiting -= 1
+                self._queued -= 1
             try:
                 outcome: tuple[bool, Any] = (True, fn())
             except BaseException as exc:  # handed to the awaiting caller, as to_thread does
                 outcome = (False, exc)
-            self._deliver(loop, future, outcome)
-            del loop, future, fn, outcome  # hold nothing while waiting for the next call
+            self._deliver(future, outcome)
+            del future, fn, outcome  # hold nothing while waiting for the next call
             with lock:
-                self._idle += 1
+                self._waiting += 1
 
-    def _deliver(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        future: asyncio.Future[Any],
-        outcome: tuple[bool, Any],
-    ) -> None:
+    def _deliver(self, future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
         with self._lock:
-            inbox = self._inboxes.get(loop)
-            if inbox is None:
-                inbox = self._inboxes[loop] = _Inbox()
-            inbox.done.append((future, *outcome))
-            if inbox.wake_pending:
+            self._done.append((future, *outcome))
+            if self._wake_pending:
                 return
-            inbox.wake_pending = True
+            self._wake_pending = True
         try:
-            loop.call_soon_threadsafe(self._drain, loop)
+            future.get_loop().call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop was closed: nobody is waiting any more
             with self._lock:
-                self._inboxes.pop(loop, None)
+                self._done.clear()
+                self._wake_pending = False
 
-    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _drain(self) -> None:
         with self._lock:
-            inbox = self._inboxes.pop(loop, None)
-        if inbox is None:
-            return
-        for future, ok, value in inbox.done:
-            if future.cancelled():
+            done, self._done = self._done, deque()
+            self._wake_pending = False
+        for future, ok, value in done:
+            if future.done():  # the caller was cancelled
                 continue
             if ok:
                 future.set_result(value)
             else:
-                future.set_exception(value)
+                future.set_exception(_raisable(value))
 
 
-_POOL: list[WorkerPool] = []
-_POOL_LOCK = threading.Lock()
+def _raisable(exc: BaseException) -> BaseException:
+    if isinstance(exc, StopIteration):  # a future refuses it (it would end a coroutine)
+        error = RuntimeError(f"a sync call raised StopIteration: {exc!r}")
+        error.__cause__ = exc
+        return error
+    return exc
 
 
-def _pool() -> WorkerPool:
-    if not _POOL:
-        with _POOL_LOCK:
-            if not _POOL:
-                _POOL.append(WorkerPool())
-    return _POOL[0]
+_POOL_ATTR = "_threadloom_worker_pool"
+# For loops that take no attributes. A pool holds no reference to its loop (a result
+# reaches the loop through its future), so the entry goes with the loop.
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerPool] = (
+    weakref.WeakKeyDictionary()
+)
+_POOLS_LOCK = threading.Lock()
 
 
-def _forget_pool() -> None:
-    _POOL.clear()  # a forked child has none of the parent's threads
-
-
-os.register_at_fork(after_in_child=_forget_pool)
+def pool_of(loop: asyncio.AbstractEventLoop) -> WorkerPool:
+    """The worker pool of ``loop`` (made on first use)."""
+    pool = getattr(loop, _POOL_ATTR, None)
+    if pool is not None:
+        return pool  # type: ignore[no-any-return]
+    with _POOLS_LOCK:
+        pool = getattr(loop, _POOL_ATTR, None) or _POOLS.get(loop)
+        if pool is None:
+            pool = WorkerPool()
+            try:
+                setattr(loop, _POOL_ATTR, pool)  # lives and dies with its loop
+            except AttributeError:
+                _POOLS[loop] = pool
+    return pool
 
 
 def to_worker(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]:
-    """Run ``fn(*args, **kwargs)`` on a worker thread; await the result.
+    """Run ``fn(*args, **kwargs)`` on a worker thread of the running loop; await the result.
 
     As ``asyncio.to_thread``: the call sees a copy of the caller's context variables,
     and what ``fn`` raises is raised by the await. The call is queued at once (this is a
@@ -155,7 +170,8 @@ def to_worker(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Fut
         RuntimeError: called with no running event loop.
     """
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    return _pool().submit(asyncio.get_running_loop(), call)
+    loop = asyncio.get_running_loop()
+    return pool_of(loop).submit(loop, call)
 
 
-__all__ = ["MAX_WORKERS", "WorkerPool", "to_worker"]
+__all__ = ["IDLE_TIMEOUT_S", "MAX_WORKERS", "WorkerPool", "pool_of", "to_worker"]

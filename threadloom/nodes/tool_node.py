@@ -173,13 +173,20 @@ class ToolNode:
         return [update, *commands] if commands else update
 
     async def run_tool_calls(
-        self, message: AIMessage, *, state: Any = None, config: dict[str, Any] | None = None
+        self,
+        message: AIMessage,
+        *,
+        state: Any = None,
+        config: dict[str, Any] | None = None,
+        alone: bool = True,
     ) -> list[ToolMessage | tuple[list[ToolMessage], Command]]:
         """Answer every call of ``message``, in call order.
 
         Each item is a ``ToolMessage``, or ``(tool messages, Command)`` for a tool that
         returned a ``Command``. Hooks that rewrite or veto calls can build a new
-        ``AIMessage`` and pass it here.
+        ``AIMessage`` and pass it here. Pass ``alone=False`` when ``message`` holds one of
+        several calls run concurrently (so a sync tool goes to a worker thread even in a
+        sync run, and the calls overlap).
 
         Raises:
             Exception: a tool's exception, when ``handle_tool_errors`` does not cover it.
@@ -196,7 +203,7 @@ class ToolNode:
         # A lone call in a step the engine marks blocking_ok (a sync run's private loop)
         # runs a sync tool on this thread: there is nothing to overlap it with.
         lone = len(message.tool_calls) + len(message.invalid_tool_calls) == 1
-        inline = lone and task is not None and task.blocking_ok
+        inline = alone and lone and task is not None and task.blocking_ok
         # the calls are only read, never kept: no copies
         jobs = [
             self._answer(call, truncated, state, config, task_id, inline)
