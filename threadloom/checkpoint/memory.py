@@ -1,9 +1,10 @@
 """``InMemoryCheckpointer``: checkpoints kept in this process, as codec bytes.
 
 As LangGraph's ``InMemorySaver``, but values are stored serialized by the closed codec
-(so mutating a state object after a step cannot rewrite history, and every value that
-works here also works in SQLite and PostgreSQL), lists are stored as deltas, and it has
-the same retention (``prune``, ``keep_latest``, TTL) and leases as the durable backends.
+(so every value that works here also works in SQLite and PostgreSQL), lists are stored as
+deltas, and it has the same retention (``prune``, ``keep_latest``, TTL) and leases as the
+durable backends. As with every backend, decoded list items are shared with this process's
+cache: replace state values, never mutate them in place (docs/persistence.md).
 """
 
 from __future__ import annotations
