@@ -258,6 +258,16 @@ def add_delta(update: dict[str, Any], key: str, delta: Any) -> None:
         update[key] = current + delta
 
 
+def merge_hook_changes(update: dict[str, Any], changes: dict[str, Any]) -> None:
+    """Fold a hook point's ``changes`` into a node's ``update``: the run counters
+    (``step_count``, ``token_usage``, ``tool_call_counts``) add up, other keys replace."""
+    for key, value in changes.items():
+        if key in ("step_count", "token_usage", "tool_call_counts"):
+            add_delta(update, key, value)
+        else:
+            update[key] = value
+
+
 def hook_schema(
     user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str]
 ) -> dict[str, Any]:
@@ -370,6 +380,6 @@ def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Sch
 
 __all__ = [
     "OUTPUT_KEYS", "RUN_ARGUMENTS", "AgentState", "Control", "HookBridge", "Overwrite", "Schemas",
-    "add_delta", "build_schemas", "hook_schema",
+    "add_delta", "build_schemas", "hook_schema", "merge_hook_changes",
     "messages_update", "overwritable", "sum_counts", "sum_steps", "sum_usage",
 ]

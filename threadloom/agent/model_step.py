@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from threadloom.agent.agent_state import add_delta, messages_update, sum_usage
+from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update, sum_usage
 from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump
 from threadloom.agent.requests import (
     ModelRequest,
@@ -244,11 +244,7 @@ class ModelStep:
         values = _after_values(view, update, steps)
         changes, control, messages, _ = await hooks.run(
             "after_llm", values, messages, opts.hook_context)
-        for key, value in changes.items():
-            if key in ("step_count", "token_usage", "tool_call_counts"):
-                add_delta(update, key, value)
-            else:
-                update[key] = value
+        merge_hook_changes(update, changes)
         if control.stop_run is not None or control.jump_to is not None:
             return self._leave(nodes, stored, messages, update, control)
         update["messages"] = messages_update(stored, messages)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
-from threadloom.agent.agent_state import add_delta, messages_update
+from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update
 from threadloom.agent.exit import JUMP_END, jump
 from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
@@ -207,11 +207,7 @@ class ToolStep:
             values = {**view, **{k: v for k, v in update.items() if k == "structured_response"}}
             changes, control, messages, _ = await nodes.hooks.run(
                 "after_tool", values, messages, opts.hook_context)
-            for key, value in changes.items():
-                if key in ("step_count", "token_usage", "tool_call_counts"):
-                    add_delta(update, key, value)
-                else:
-                    update[key] = value
+            merge_hook_changes(update, changes)
             target = _target(control, update)
             if target not in (None, "tools"):
                 messages = answer_pending(messages, _why(control))

@@ -66,10 +66,7 @@ def construct_unchecked(cls: type[_M], **values: Any) -> _M:
     if len(data) != plan[2]:  # a name that is no field: left out, as model_construct does
         data = {name: data[name] for name in plan[0]}
     obj = _NEW(cls)
-    _SET(obj, "__dict__", data)
-    _SET_FIELDS(obj, set(values))
-    _SET_EXTRA(obj, {})
-    _SET_PRIVATE(obj, None)
+    _fill(obj, data, values)
     return obj
 
 
@@ -79,10 +76,7 @@ def construct_complete(cls: type[_M], data: dict[str, Any], given: Iterable[str]
     the fields that count as set. The hot paths build ``data`` as one dict display.
     """
     obj = _NEW(cls)
-    _SET(obj, "__dict__", data)
-    _SET_FIELDS(obj, set(given))
-    _SET_EXTRA(obj, {})
-    _SET_PRIVATE(obj, None)
+    _fill(obj, data, given)
     return obj
 
 
