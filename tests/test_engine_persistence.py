@@ -382,3 +382,29 @@ def test_resume_when_every_task_of_the_step_has_saved_writes(thread_id):
     out = app.invoke(None, thread_id=thread_id)
     assert out["log"] == ["a", "b"]
     assert calls == {"a": 1, "b": 1}
+
+
+def test_snapshot_values_list_keys_in_schema_order_in_every_process(tmp_path):
+    from threadloom import SqliteCheckpointer
+
+    class Three(TypedDict):
+        a: int
+        b: int
+        c: int
+
+    g = StateGraph(Three)
+    g.add_node("set_a", lambda s: {"a": 1})
+    g.add_edge(START, "set_a")
+    path = str(tmp_path / "order.sqlite")
+    writer = SqliteCheckpointer(path)
+    app = g.compile(checkpointer=writer)
+    app.invoke({"c": 3, "b": 2}, thread_id="t")
+    reader = SqliteCheckpointer(path)  # a fresh cache, as in another process
+    try:
+        fresh = g.compile(checkpointer=reader)
+        for graph in (app, fresh):
+            history = list(graph.get_state_history(thread_id="t"))
+            assert [list(s.values) for s in history] == [["a", "b", "c"], ["b", "c"]]
+    finally:
+        reader.close()
+        writer.close()

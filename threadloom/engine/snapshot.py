@@ -58,7 +58,8 @@ async def _call(cp: BaseCheckpointer, method: str, *args: Any, **kwargs: Any) ->
 def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     """Build a ``StateSnapshot`` from a stored checkpoint."""
     cp = saved.checkpoint
-    values = {k: v for k, v in cp["channel_values"].items() if k in graph.specs}
+    held = cp["channel_values"]
+    values = {k: held[k] for k in graph.specs if k in held}  # schema order, in any process
     planned = Planned([], [])
     for item in cp.get("next", []):
         if isinstance(item, str):
