@@ -30,8 +30,11 @@ class _PrivateLoop:
 
     def __del__(self) -> None:
         loop = self.loop
-        if not loop.is_closed() and not loop.is_running():
-            loop.close()
+        try:
+            if not loop.is_closed() and not loop.is_running():
+                loop.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit asyncio may be half torn down
+            pass
 
 
 def _private_loop() -> asyncio.AbstractEventLoop:
