@@ -66,6 +66,14 @@ class Channel:
         """
         raise NotImplementedError
 
+    def merge_one(self, current: Any, value: Any, node: str, step: int) -> Any:
+        """``merge(current, [value], [node], step)``: the value after a step's only write.
+
+        The run's fast path for a step in which every key is written once; a channel kind
+        may override it only with exactly that result (and the same exceptions).
+        """
+        return self.merge(current, [value], [node], step)
+
 
 class LastValue(Channel):
     """Keeps the last value written; one write per super-step at most."""
@@ -85,6 +93,10 @@ class LastValue(Channel):
                 step=step,
             )
         return values[0]
+
+    def merge_one(self, current: Any, value: Any, node: str, step: int) -> Any:
+        """See ``Channel.merge_one``: one write is always allowed and is the new value."""
+        return value
 
 
 class Reduced(Channel):
@@ -124,6 +136,16 @@ class Reduced(Channel):
                 self._note(exc, nodes[i] if i < len(nodes) else "?", step)
                 raise
         return value
+
+    def merge_one(self, current: Any, value: Any, node: str, step: int) -> Any:
+        """See ``Channel.merge_one``: the first value of a key as is, else reduced."""
+        if current is MISSING:
+            return value
+        try:
+            return self.reducer(current, value)
+        except Exception as exc:
+            self._note(exc, node, step)
+            raise
 
     def _note(self, exc: Exception, node: str, step: int) -> None:
         exc.add_note(

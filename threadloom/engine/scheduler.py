@@ -124,6 +124,12 @@ class RunLoop(Persistence):
         limit = int(self.config.get("recursion_limit", 25))
         steps_done = 0
         skip_before = input is None or isinstance(input, Command)
+        # Read once: what each step checks (the saves, events and pauses are no-ops
+        # without a checkpointer, an event sink and interrupt_before/after names).
+        saving = self.cp is not None
+        emitting = self.emit is not None
+        pausing_before = bool(self.graph.interrupt_before)
+        pausing_after = bool(self.graph.interrupt_after)
         while planned.tasks or planned.sends:
             if steps_done >= limit:
                 names = tuple(dict.fromkeys(planned.node_names()))
@@ -136,9 +142,9 @@ class RunLoop(Persistence):
                     nodes=names,
                 )
             self.step += 1
-            tasks = make_tasks(self, planned, remaining=limit - steps_done, resume=resume)
+            tasks = make_tasks(self, planned, limit - steps_done, resume)
             del planned  # nothing of a finished step stays referenced while this one runs
-            if not skip_before and self._pause_before(tasks):
+            if pausing_before and not skip_before and self._pause_before(tasks):
                 self.step -= 1
                 return
             skip_before = False
@@ -160,14 +166,16 @@ class RunLoop(Persistence):
                 return
             updated = self._apply(tasks, results)
             planned = await next_tasks(self, tasks, results)
-            await self._save("loop", updated, tasks, planned)
-            self._emit_step(tasks, results)
+            if saving:
+                await self._save("loop", updated, tasks, planned)
+            if emitting:
+                self._emit_step(tasks, results)
             if self.sink is not None:
                 await self.sink.drained()
             steps_done += 1
             resume = None
             del results, updated
-            if self._pause_after(tasks):
+            if pausing_after and self._pause_after(tasks):
                 return
 
     # -- start --------------------------------------------------------------------------
@@ -312,14 +320,36 @@ class RunLoop(Persistence):
     def _apply_writes(self, writes: list[tuple[str, Any]], nodes: list[str]) -> set[str]:
         step = self.step + 1 if nodes and nodes[0] == START else self.step
         channels = self.channels
-        versions = self.versions
         values = self.values
         ephemeral = self.graph.ephemeral_keys
-        if len(writes) == 1 and not ephemeral:
-            key, value = writes[0]
-            values[key] = channels[key].merge(values.get(key, MISSING), [value], nodes, step)
-            versions[key] = versions.get(key, 0) + 1
-            return {key}
+        written = {key for key, _ in writes}
+        if len(written) == len(writes):
+            # The usual step: every key is written once. Merging one key at a time, in
+            # write order, equals the grouped merge below with one-item groups
+            # (``merge_one`` is ``merge`` of one value, exceptions included).
+            for (key, value), node in zip(writes, nodes, strict=True):
+                merged = channels[key].merge_one(values.get(key, MISSING), value, node, step)
+                if merged is MISSING:
+                    values.pop(key, None)
+                else:
+                    values[key] = merged
+        else:
+            self._apply_grouped(writes, nodes, step)
+        for key in ephemeral:
+            if key not in written and key in values:
+                del values[key]  # seen by one super-step: cleared
+                written.add(key)
+        if self.cp is not None:  # versions feed checkpoints only
+            versions = self.versions
+            for key in written:
+                versions[key] = versions.get(key, 0) + 1
+        return written
+
+    def _apply_grouped(self, writes: list[tuple[str, Any]], nodes: list[str], step: int) -> None:
+        """Apply writes where some key is written more than once: each key's writes merge
+        together, in write order (a ``LastValue`` key then raises, naming every writer)."""
+        channels = self.channels
+        values = self.values
         grouped: dict[str, tuple[list[Any], list[str]]] = {}
         for (key, value), node in zip(writes, nodes, strict=True):
             entry = grouped.get(key)
@@ -328,21 +358,12 @@ class RunLoop(Persistence):
             else:
                 entry[0].append(value)
                 entry[1].append(node)
-        updated: set[str] = set()
         for key, (written, who) in grouped.items():
             merged = channels[key].merge(values.get(key, MISSING), written, who, step)
             if merged is MISSING:
                 values.pop(key, None)
             else:
                 values[key] = merged
-            updated.add(key)
-        for key in ephemeral:
-            if key not in grouped and key in values:
-                del values[key]  # seen by one super-step: cleared
-                updated.add(key)
-        for key in updated:
-            versions[key] = versions.get(key, 0) + 1
-        return updated
 
     # -- pauses and events --------------------------------------------------------------
 

@@ -92,7 +92,7 @@ _NO_RESUME: list[Any] = []
 
 
 def make_tasks(
-    loop: RunLoop, planned: Planned, *, remaining: int, resume: dict[str, list[Any]] | None
+    loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, list[Any]] | None
 ) -> list[Task]:
     """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
     graph = loop.graph
@@ -104,14 +104,16 @@ def make_tasks(
         else ""
     )
     tasks: list[Task] = []
+    step = loop.step
+    build_state = graph.build_state
     for index, name in enumerate(planned.tasks):
         node = graph.nodes[name]
-        view = dict(values)
         if node.build_input is not None and node.input_keys is not None:  # set together
-            state = node.build_input({k: v for k, v in view.items() if k in node.input_keys})
+            keys = node.input_keys
+            state = node.build_input({k: v for k, v in values.items() if k in keys})
         else:
-            state = graph.build_state(view)
-        tid = task_id(base, loop.step, index, name) if hashed else f"{loop.step}:{index}"
+            state = build_state(dict(values))
+        tid = task_id(base, step, index, name) if hashed else f"{step}:{index}"
         tasks.append(Task(name, node, state, tid, index, remaining))
     offset = len(planned.tasks)
     for i, send in enumerate(planned.sends):
@@ -194,8 +196,13 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                     )
                 raise
             await asyncio.sleep(policy.interval(attempt))
-    writes, goto = writes_of(loop.graph, task.name, result, loop.step)
-    out = TaskResult(writes, goto)
+    if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
+        writes: list[tuple[str, Any]] = []
+        _add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
+        out = TaskResult(writes, [])
+    else:
+        writes, goto = writes_of(loop.graph, task.name, result, loop.step)
+        out = TaskResult(writes, goto)
     if ctx.streamed_ids is not None and loop.emit is not None:
         _emit_unstreamed_messages(loop, ctx, writes)
     if debug is not None:
