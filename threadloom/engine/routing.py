@@ -91,7 +91,10 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
     names: dict[str, None] = {}
     sends: list[Send] = []
     state = None
-    for task, result in zip(tasks, results, strict=True):
+    if len(tasks) != len(results):
+        raise ValueError(f"{len(tasks)} tasks but {len(results)} results")
+    # lengths checked above: a keyword to zip() costs more than the rest of this line
+    for task, result in zip(tasks, results):  # noqa: B905
         src = task.name
         for target in graph.successors.get(src, ()):
             if target != END:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import (
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.compiled import CompiledGraph
     from threadloom.engine.stream import StreamSink
+
+
+_KEY = itemgetter(0)  # the key of a (key, value) write
 
 
 class RunLoop(Persistence):
@@ -237,11 +241,11 @@ class RunLoop(Persistence):
         if self.graph.validate_input is not None:
             present = set(self.values)
             writes = self.graph.validate_input(writes, present)
-        nodes = [START] * len(writes)
-        updated = self._apply_writes(writes, nodes)
+        updated = self._apply_from(writes, START, self.step + 1)
         self.step += 1
         planned = await next_tasks(self, [Task.virtual_start()], [TaskResult(writes, [])])
-        await self._save("input", updated, [], planned)
+        if self.cp is not None:
+            await self._save("input", updated, [], planned)
         if "values" in self.modes and self.emit is not None:
             self.emit("values", self.output())
         return planned
@@ -301,9 +305,9 @@ class RunLoop(Persistence):
     # -- apply --------------------------------------------------------------------------
 
     def _apply(self, tasks: list[Task], results: list[TaskResult]) -> set[str]:
-        if len(tasks) == 1:
+        if len(tasks) == 1:  # a lone task: its writes, each tagged with its name
             writes = results[0].writes
-            nodes = [tasks[0].name] * len(writes)
+            updated = self._apply_from(writes, tasks[0].name, self.step)
         else:
             writes = []
             nodes = []
@@ -311,7 +315,7 @@ class RunLoop(Persistence):
                 for write in result.writes:
                     writes.append(write)
                     nodes.append(task.name)
-        updated = self._apply_writes(writes, nodes)
+            updated = self._apply_writes(writes, nodes)
         if self.namespace:
             for key, value in writes:
                 self.written_keys.setdefault(key, []).append(value)
@@ -319,14 +323,13 @@ class RunLoop(Persistence):
 
     def _apply_writes(self, writes: list[tuple[str, Any]], nodes: list[str]) -> set[str]:
         step = self.step + 1 if nodes and nodes[0] == START else self.step
-        channels = self.channels
         values = self.values
-        ephemeral = self.graph.ephemeral_keys
-        written = {key for key, _ in writes}
+        written = set(map(_KEY, writes))
         if len(written) == len(writes):
             # The usual step: every key is written once. Merging one key at a time, in
             # write order, equals the grouped merge below with one-item groups
             # (``merge_one`` is ``merge`` of one value, exceptions included).
+            channels = self.channels
             for (key, value), node in zip(writes, nodes, strict=True):
                 merged = channels[key].merge_one(values.get(key, MISSING), value, node, step)
                 if merged is MISSING:
@@ -335,7 +338,29 @@ class RunLoop(Persistence):
                     values[key] = merged
         else:
             self._apply_grouped(writes, nodes, step)
-        for key in ephemeral:
+        return self._applied(written)
+
+    def _apply_from(self, writes: list[tuple[str, Any]], node: str, step: int) -> set[str]:
+        """``_apply_writes(writes, [node] * len(writes))``: the writes of one node."""
+        values = self.values
+        written = set(map(_KEY, writes))
+        if len(written) == len(writes):  # each key once: as in _apply_writes
+            channels = self.channels
+            for key, value in writes:
+                merged = channels[key].merge_one(values.get(key, MISSING), value, node, step)
+                if merged is MISSING:
+                    values.pop(key, None)
+                else:
+                    values[key] = merged
+        else:
+            self._apply_grouped(writes, [node] * len(writes), step)
+        return self._applied(written)
+
+    def _applied(self, written: set[str]) -> set[str]:
+        """End a step's writes: clear ephemeral keys nobody wrote; bump versions. Returns
+        the keys that changed (``written`` itself, grown by the cleared keys)."""
+        values = self.values
+        for key in self.graph.ephemeral_keys:
             if key not in written and key in values:
                 del values[key]  # seen by one super-step: cleared
                 written.add(key)

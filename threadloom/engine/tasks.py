@@ -103,10 +103,21 @@ def make_tasks(
         if hashed
         else ""
     )
-    tasks: list[Task] = []
     step = loop.step
     build_state = graph.build_state
-    for index, name in enumerate(planned.tasks):
+    names = planned.tasks
+    if len(names) == 1 and not (hashed or planned.sends or planned.pending or resume):
+        # one edge-triggered task, nothing saved or resumed: what the loop below builds
+        name = names[0]
+        node = graph.nodes[name]
+        if node.build_input is not None and node.input_keys is not None:
+            keys = node.input_keys
+            state = node.build_input({k: v for k, v in values.items() if k in keys})
+        else:
+            state = build_state(dict(values))
+        return [Task(name, node, state, f"{step}:0", 0, remaining)]
+    tasks: list[Task] = []
+    for index, name in enumerate(names):
         node = graph.nodes[name]
         if node.build_input is not None and node.input_keys is not None:  # set together
             keys = node.input_keys
@@ -161,11 +172,14 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 "payload": {"id": task.id, "name": task.name, "input": task.input},
             },
         )
-    # A plain async node (no subgraph, no injected arguments) is awaited right here: one
-    # coroutine layer less per task than going through _call.
-    plain = node.is_async and node.subgraph is None and not (
+    # A plain node (no subgraph, no injected arguments) is called right here, one
+    # coroutine layer less per task than going through _call: an async one is awaited,
+    # a sync one runs inline when _call would run it inline (else it goes to a worker).
+    plain = node.subgraph is None and not (
         node.wants_config or node.wants_runtime or node.wants_writer
     )
+    inline = plain and not node.is_async and loop.blocking_ok and loop.inline_sync
+    plain = plain and node.is_async
     while True:
         attempt += 1
         ctx.interrupt_index = 0
@@ -174,6 +188,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 token = _TASK.set(ctx)
                 try:
                     result = await node.fn(task.input)
+                finally:
+                    _TASK.reset(token)
+            elif inline:
+                token = _TASK.set(ctx)
+                try:
+                    result = node.fn(task.input)
                 finally:
                     _TASK.reset(token)
             else:
