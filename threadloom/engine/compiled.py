@@ -80,6 +80,8 @@ class CompiledGraph:
         self.nodes = dict(builder.nodes)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
+        # nodes of a dict-like schema get a plain copy of the values (no builder call)
+        self.dict_state = self.build_state is state_builder(dict)
         self.validate_input = input_validator(builder.state_schema, self.specs)
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))

@@ -107,7 +107,9 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                 names[target] = None
         for branch in graph.branches.get(src, ()):
             if state is None:
-                state = graph.build_state(dict(loop.values))
+                state = dict(loop.values)
+                if not graph.dict_state:
+                    state = graph.build_state(state)
             chosen = branch.path(state)
             if type(chosen) is str:  # the common case, in short (else the checks below)
                 path_map = branch.path_map

@@ -104,7 +104,7 @@ def make_tasks(
         else ""
     )
     step = loop.step
-    build_state = graph.build_state
+    build_state = None if graph.dict_state else graph.build_state
     names = planned.tasks
     if len(names) == 1 and not (hashed or planned.sends or planned.pending or resume):
         # one edge-triggered task, nothing saved or resumed: what the loop below builds
@@ -114,7 +114,7 @@ def make_tasks(
             keys = node.input_keys
             state = node.build_input({k: v for k, v in values.items() if k in keys})
         else:
-            state = build_state(dict(values))
+            state = dict(values) if build_state is None else build_state(dict(values))
         return [Task(name, node, state, f"{step}:0", 0, remaining)]
     tasks: list[Task] = []
     for index, name in enumerate(names):
@@ -123,7 +123,7 @@ def make_tasks(
             keys = node.input_keys
             state = node.build_input({k: v for k, v in values.items() if k in keys})
         else:
-            state = build_state(dict(values))
+            state = dict(values) if build_state is None else build_state(dict(values))
         tid = task_id(base, step, index, name) if hashed else f"{step}:{index}"
         tasks.append(Task(name, node, state, tid, index, remaining))
     offset = len(planned.tasks)

@@ -29,6 +29,16 @@ _APPENDABLE = _BUILTIN_TYPES - {RemoveMessage}
 _new_id = uuid4_str  # a fresh ``str(uuid4())``-shaped id
 
 
+def _set_id(message: BaseMessage, mid: str) -> None:
+    """``message.id = mid``. For the built-in classes (no assignment validation, ``id`` a
+    plain field) that is what pydantic's ``__setattr__`` does, done here directly."""
+    if type(message) in _BUILTIN_TYPES:
+        message.__dict__["id"] = mid
+        message.__pydantic_fields_set__.add("id")
+    else:
+        message.id = mid
+
+
 def _ensure_ids(messages: list[BaseMessage]) -> bool:
     """Give every message without an id a new one; whether any is a ``RemoveMessage``."""
     removes = False
@@ -36,7 +46,7 @@ def _ensure_ids(messages: list[BaseMessage]) -> bool:
         if not message.id:
             # Set on the object itself: the stored value keeps this id for good, and
             # applying the same update again finds it instead of appending a copy.
-            message.id = _new_id()
+            _set_id(message, _new_id())
         if type(message) is RemoveMessage or (
                 type(message) not in _BUILTIN_TYPES and isinstance(message, RemoveMessage)):
             removes = True
@@ -73,7 +83,8 @@ def _index_stored(left: Any) -> tuple[list[BaseMessage], dict[str, int]]:
             return _index_stored(convert_to_messages(stored))
         mid = message.id
         if not mid:
-            message.id = mid = _new_id()
+            mid = _new_id()
+            _set_id(message, mid)
         index[mid] = i
     return stored, index
 
@@ -139,7 +150,8 @@ def _add_one(stored: list[BaseMessage], message: BaseMessage,
     """``add_messages(stored, [message])`` given ``stored``'s id index (taken over)."""
     mid = message.id
     if not mid:
-        message.id = mid = _new_id()
+        mid = _new_id()
+        _set_id(message, mid)
     if mid in index:
         return _merge(stored, [message], index)
     index[mid] = len(stored)
