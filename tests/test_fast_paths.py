@@ -119,3 +119,33 @@ def test_several_sync_tool_calls_still_use_worker_threads() -> None:
 def test_codec_fast_writer_round_trips(value: Any) -> None:
     codec = Codec()
     assert codec.loads(codec.dumps(value)) == value
+
+
+def test_routing_awaits_an_async_path_midway_and_keeps_the_order() -> None:
+    """An async path among sync ones: the next step's tasks (and so the order their
+    writes apply in) follow the edges' order, as with sync paths only."""
+    import operator
+    from typing import Annotated, TypedDict
+
+    class S(TypedDict):
+        seen: Annotated[list[str], operator.add]
+
+    def node(name: str) -> Any:
+        return lambda state: {"seen": [name]}
+
+    async def later(state: S) -> str:
+        await asyncio.sleep(0)
+        return "d"
+
+    builder = StateGraph(S)
+    for name in "abcdef":
+        builder.add_node(name, node(name))
+    builder.add_edge(START, "a")
+    builder.add_edge(START, "b")
+    builder.add_conditional_edges("a", lambda s: "c")
+    builder.add_conditional_edges("a", later)
+    builder.add_conditional_edges("a", lambda s: ["e", END])
+    builder.add_conditional_edges("b", lambda s: "f")
+    graph = builder.compile()
+    assert graph.invoke({"seen": []})["seen"] == ["a", "b", "c", "d", "e", "f"]
+    assert asyncio.run(graph.ainvoke({"seen": []}))["seen"] == ["a", "b", "c", "d", "e", "f"]
