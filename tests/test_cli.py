@@ -194,6 +194,12 @@ def test_draw_mermaid_and_png(work):
     (["threads", "history", "t1", "--db", "torn.db"], 1, "cannot open checkpoint database"),
     (["resume", "t1", "--graph", "cli_graphs:review"], 2, "give exactly one of"),
     (["draw", "cli_graphs:counter", "-f", "png"], 2, "--format png needs --output"),
+    (["draw", "cli_graphs:counter", "-o", "nodir/g.mmd"], 1, "no directory 'nodir'"),
+    # a node's failure names the node and super-step (the exception's note)
+    (["run", "cli_graphs:counter", "--input", '{"n": "zero"}'], 1,
+     "(while running node 'inc' at super-step 0)"),
+    (["run", "cli_graphs:counter", "--input", '{"n": 1}', "--recursion-limit", "1"], 1,
+     "(threadloom run: --recursion-limit N)"),
 ])
 def test_one_line_errors(work, args, code, needle):
     _seed(work)
@@ -209,6 +215,59 @@ def test_one_line_errors(work, args, code, needle):
     result = proc(*args, cwd=work)
     assert result.returncode == code, (result.stdout, result.stderr)
     assert needle in _one_error_line(result)
+
+
+def test_history_limit_must_be_positive(work):
+    _seed(work)
+    result = proc("threads", "history", "t1", "-n", "-1", "--db", "c.db", cwd=work)
+    assert result.returncode == 2
+    assert "Invalid value for '--limit'" in result.stderr and "Traceback" not in result.stderr
+
+
+def _tables(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def test_demo_and_resume_refuse_threads_they_did_not_make(work):
+    # Reported: `resume` without --graph, and `demo --resume`, ran the demo agent on a
+    # thread of another graph (overwriting its state, adding the demo tables); a --graph
+    # that lacks the paused node did nothing and exited 0.
+    assert proc("run", "cli_graphs:review", "--input", '{"draft": "cats"}', "-t", "r1",
+                "--db", "c.db", cwd=work).returncode == 0
+    before = json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout)
+    tables = _tables(work / "c.db")
+
+    answered = proc("resume", "r1", "--approve", "--db", "c.db", cwd=work)
+    assert answered.returncode == 1
+    assert ("thread 'r1' in 'c.db' was not started by the demo; answer it with "
+            "`threadloom resume r1 --graph MODULE:ATTR --db c.db`") in _one_error_line(answered)
+    demo = proc("demo", "--scripted", "--db", "c.db", "--resume", "r1", "hi", cwd=work)
+    assert demo.returncode == 1
+    assert "was not started by the demo; continue it with" in _one_error_line(demo)
+    wrong = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:counter",
+                 "--db", "c.db", cwd=work)
+    assert wrong.returncode == 1
+    assert "thread 'r1' was saved with node 'review' to run next" in _one_error_line(wrong)
+
+    assert _tables(work / "c.db") == tables  # no demo tables were added
+    after = json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout)
+    assert after == before
+    done = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:review", "--db",
+                "c.db", cwd=work)
+    assert done.returncode == 0 and '"verdict": "human said yes"' in done.stdout
+
+
+def test_a_paused_run_leaves_everything_in_the_db_file(work):
+    # The command closes its checkpointer, so SQLite folds the WAL into the file: a copy
+    # of the .db alone holds the paused thread.
+    assert proc("run", "cli_graphs:review", "--input", '{"draft": "cats"}', "-t", "r1",
+                "--db", "c.db", cwd=work).returncode == 0
+    wal = work / "c.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    (work / "copy.db").write_bytes((work / "c.db").read_bytes())
+    shown = json.loads(proc("threads", "show", "r1", "--db", "copy.db", cwd=work).stdout)
+    assert shown["next"] == ["review"] and shown["status"] == "interrupted"
 
 
 # -- processes: interrupts, resume, Ctrl-C ------------------------------------------------------
@@ -312,3 +371,32 @@ def test_threads_on_postgres(work):
         cp.close()
         with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+# -- the run view ---------------------------------------------------------------------------
+
+def test_view_prints_each_tool_call_once_streamed_or_not():
+    import io
+
+    from threadloom import AIMessage, AIMessageChunk
+    from threadloom.cli_view import RunView
+
+    call = {"name": "cancel_order", "args": {"order_id": 1004}, "id": "c1", "type": "tool_call"}
+    # A model prompted for tool calls as JSON streams text; its call exists only in the
+    # finished message, which reaches the view in the model node's update (reported: the
+    # demo on the local model never printed "-> cancel_order(...)").
+    out = io.StringIO()
+    view = RunView(out)
+    view.handle("messages", (AIMessageChunk(content='{"name": "cancel_order"}', id="m1"),
+                             {"node": "model"}))
+    view.handle("updates", {"model": {"messages": [AIMessage(content="", id="m1",
+                                                             tool_calls=[call])]}})
+    # A natively streamed call is printed when its chunks end, and not again.
+    view.handle("messages", (AIMessageChunk(content="", id="m2", tool_call_chunks=[
+        {"name": "cancel_order", "args": '{"order_id": 7}', "id": "c2", "index": 0}]),
+        {"node": "model"}))
+    view.handle("updates", {"model": {"messages": [AIMessage(content="", id="m2", tool_calls=[
+        {**call, "args": {"order_id": 7}, "id": "c2"}])]}})
+    lines = out.getvalue().splitlines()
+    assert lines.count('  -> cancel_order({"order_id": 1004})') == 1, lines
+    assert lines.count('  -> cancel_order({"order_id": 7})') == 1, lines

@@ -180,3 +180,54 @@ def test_draw_png_is_a_png(tmp_path):
     data = g.compile().get_graph().draw_png(str(path))
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.read_bytes() == data
+
+
+def _support_graph():
+    g = StateGraph(S)
+    for name in ("classify", "refunds", "answer", "spam_filter", "web", "kb", "join",
+                 "compose"):
+        g.add_node(step(name))
+    g.add_edge(START, "classify")
+    g.add_conditional_edges("classify", lambda s: "x", {
+        "is_refund": "refunds", "is_question": "answer", "is_spam": "spam_filter"})
+    g.add_conditional_edges("answer", lambda s: "web", ["web", "kb"])
+    g.add_edge("web", "join")
+    g.add_edge("kb", "join")
+    g.add_edge("join", "compose")
+    g.add_edge("compose", END)
+    g.add_edge("refunds", END)
+    g.add_edge("spam_filter", END)
+    g.add_conditional_edges("compose", lambda s: END, {"retry": "classify", "done": END})
+    return g.compile(name="support").get_graph()
+
+
+def _segment_distance(p, a, b) -> float:
+    (px, py), (ax, ay), (bx, by) = p, a, b
+    dx, dy = bx - ax, by - ay
+    t = max(0.0, min(1.0, ((px - ax) * dx + (py - ay) * dy) / (dx * dx + dy * dy)))
+    return ((px - ax - t * dx) ** 2 + (py - ay - t * dy) ** 2) ** 0.5
+
+
+def test_png_layout_never_draws_an_edge_through_a_node():
+    # Reported: refunds -> END was drawn straight through `web`, so it read as
+    # refunds -> web -> END. Long edges now pass through slots of their own, and a loop
+    # (compose -> classify) runs beside the layers.
+    from threadloom.engine.drawing import _labels, _Layout
+
+    drawn = _support_graph()
+    layout = _Layout(drawn.to_networkx())
+    assert ("compose", "classify") in layout.loops
+    real = list(drawn.to_networkx().nodes)
+    ys = {layout.pos[n][1] for n in real}
+    assert len(ys) == 7  # START, classify, branches, web/kb, join, compose, END: layers
+    for a, b in drawn.to_networkx().edges:
+        points = [layout.pos[p] for p in layout.route(a, b)]
+        for start, end in zip(points, points[1:], strict=False):
+            for node in real:
+                if node in (a, b):
+                    continue
+                assert _segment_distance(layout.pos[node], start, end) > 0.3, (a, b, node)
+    labels = _labels(drawn.edges)
+    assert labels[("classify", "refunds")] == "is_refund"
+    assert labels[("compose", "classify")] == "retry"
+    assert ("join", "compose") not in labels

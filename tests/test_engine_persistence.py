@@ -14,7 +14,7 @@ from threadloom import (
     StateGraph,
     interrupt,
 )
-from threadloom.engine.errors import CheckpointError, EmptyInputError
+from threadloom.engine.errors import CheckpointError, EmptyInputError, InvalidRouteError
 
 
 class S(TypedDict):
@@ -193,6 +193,30 @@ def test_interrupt_before_and_after(checkpointer, thread_id):
     assert app2.invoke({"n": 1}, thread_id=tid)["n"] == 2
     assert app2.get_state(thread_id=tid).next == ("double",)
     assert app2.invoke(None, thread_id=tid)["n"] == 4
+
+
+def test_a_thread_made_by_another_graph_is_refused_not_silently_skipped(checkpointer, thread_id):
+    # The thread pauses before ``double``; a graph without that node must not continue it
+    # by doing nothing (reported from the CLI: "stopped before: inc", exit 0, no change).
+    app = counter_graph().compile(checkpointer=checkpointer, interrupt_before=["double"])
+    app.invoke({"n": 1}, thread_id=thread_id)
+    other = StateGraph(S)
+    other.add_node("inc", lambda s: {"n": s["n"] + 1, "log": ["inc"]})
+    other.add_edge(START, "inc")
+    foreign = other.compile(checkpointer=checkpointer)
+    before = foreign.get_state(thread_id=thread_id).config
+    for value in (None, Command(resume="x")):
+        with pytest.raises(InvalidRouteError, match="node 'double' to run next") as info:
+            foreign.invoke(value, thread_id=thread_id)
+        assert info.value.target == "double" and info.value.node == "__checkpoint__"
+        assert thread_id in str(info.value) and "['inc']" in str(info.value)
+    with pytest.raises(InvalidRouteError, match="'double'"):
+        foreign.update_state({"configurable": {"thread_id": thread_id}}, {"n": 5})
+    # nothing was written; the right graph still finishes the thread
+    assert foreign.get_state(thread_id=thread_id).config == before
+    assert app.invoke(None, thread_id=thread_id) == {"n": 4, "log": ["inc", "double"]}
+    # new input starts the thread over, as on any thread
+    assert foreign.invoke({"n": 0}, thread_id=thread_id)["n"] == 1
 
 
 def test_invoke_none_without_checkpoint_is_a_clear_error(checkpointer, thread_id):

@@ -72,6 +72,8 @@ def draw(
 ) -> None:
     """Draw a graph: Mermaid text, or a PNG rendered offline with matplotlib."""
     graph = as_graph(load_target(target), None, target).get_graph()
+    if output is not None and not output.parent.is_dir():
+        raise CliError(f"cannot write {str(output)!r}: no directory {str(output.parent)!r}")
     if fmt is DrawFormat.mermaid:
         text = graph.draw_mermaid()
         if output is None:

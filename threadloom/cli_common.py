@@ -79,10 +79,41 @@ def friendly(fn: F) -> F:
         except Exception as exc:
             if os.environ.get("THREADLOOM_DEBUG"):
                 raise
-            fail(f"{type(exc).__name__}: {exc}", 1)
+            fail(_describe(exc), 1)
+        finally:
+            _close_opened()
         return None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _describe(exc: Exception) -> str:
+    """``Type: message`` plus the exception's notes (which name the node and super-step
+    a user's code failed in), and the CLI flag where the message names a config key."""
+    from threadloom.engine.errors import GraphRecursionError
+
+    text = f"{type(exc).__name__}: {exc}"
+    notes = [n for n in getattr(exc, "__notes__", ()) if isinstance(n, str)]
+    if notes:
+        text += " (" + "; ".join(notes) + ")"
+    if isinstance(exc, GraphRecursionError):
+        text += " (threadloom run: --recursion-limit N)"
+    return text
+
+
+_OPENED: list[Any] = []  # checkpointers the running command opened; closed when it ends
+
+
+def _close_opened() -> None:
+    """Close what ``open_checkpointer`` opened, so SQLite folds its WAL into the file
+    (a copy of the ``.db`` alone then holds every thread, paused ones included)."""
+    while _OPENED:
+        close = getattr(_OPENED.pop(), "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing must not hide the command's result
+                pass
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -202,7 +233,9 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
             from threadloom.checkpoint.postgres import PostgresCheckpointer
         except ImportError as exc:
             raise CliError(str(exc)) from exc
-        return PostgresCheckpointer(postgres)
+        pg = PostgresCheckpointer(postgres)
+        _OPENED.append(pg)
+        return pg
     from threadloom.checkpoint.sqlite import SqliteCheckpointer
 
     path = Path(db)
@@ -221,9 +254,11 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
         if head and head != SQLITE_MAGIC:
             raise CliError(f"{db!r} is not a SQLite database (unreadable or corrupt file)")
     try:
-        return SqliteCheckpointer(path)
+        cp = SqliteCheckpointer(path)
     except sqlite3.DatabaseError as exc:
         raise CliError(f"cannot open checkpoint database {db!r}: {exc}") from exc
+    _OPENED.append(cp)
+    return cp
 
 
 # -- rendering ------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ from rich.console import Console
 from threadloom.cli_common import CliError, dumps, friendly, open_checkpointer
 from threadloom.cli_run import new_view, require_thread, stream_run
 from threadloom.demo import DEFAULT_QUESTION, DemoData, demo_brain
+from threadloom.demo.data import demo_thread_model
 
-__all__ = ["DEMO_DB", "choose_model", "continue_demo", "demo_command"]
+__all__ = ["DEMO_DB", "choose_model", "continue_demo", "demo_command", "require_demo_thread"]
 
 DEMO_DB = "threadloom-demo.db"
 LOCAL_DEFAULT = "local:smollm2"
@@ -97,6 +98,14 @@ def choose_model(spec: str | None, scripted: bool = False,
         return init_chat_model(chosen), chosen
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
+
+
+def require_demo_thread(db: str, thread: str, hint: str) -> None:
+    """Raise ``CliError`` unless the demo started ``thread`` in ``db``: the demo agent
+    must never run on (and overwrite) a thread of another graph. Adds nothing to ``db``.
+    """
+    if demo_thread_model(db, thread) is None:
+        raise CliError(f"thread {thread!r} in {db!r} was not started by the demo; {hint}")
 
 
 def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
@@ -195,9 +204,11 @@ def demo_command(
     from threadloom.demo.agent import build_demo_agent
 
     cp = open_checkpointer(db, must_exist=resume is not None)
-    data = DemoData(db)
     if resume is not None:
         require_thread(cp, resume, repr(db))
+        require_demo_thread(db, resume, f"continue it with `threadloom run MODULE:ATTR "
+                                        f"--thread {resume} --db {db}`")
+    data = DemoData(db)
     thread = resume or f"demo-{uuid.uuid4().hex[:8]}"
     chat_model, label = choose_model(model, scripted, data.thread_model(thread))
     data.remember_model(thread, label)
@@ -240,6 +251,8 @@ def continue_demo(thread: str, payload: Any, db: str, model: str | None) -> None
 
     cp = open_checkpointer(db)
     require_thread(cp, thread, repr(db))
+    require_demo_thread(db, thread, f"answer it with `threadloom resume {thread} --graph "
+                                    f"MODULE:ATTR --db {db}`")
     data = DemoData(db)
     chat_model, label = choose_model(model, False, data.thread_model(thread))
     agent = build_demo_agent(chat_model, data, cp)

@@ -127,7 +127,8 @@ def show(thread: str, checkpoint: str | None = typer.Option(None, "--checkpoint"
 
 @threads_app.command("history")
 @friendly
-def history(thread: str, limit: int | None = typer.Option(None, "--limit", "-n"),
+def history(thread: str, limit: int | None = typer.Option(None, "--limit", "-n", min=1,
+                                                 help="newest N checkpoints"),
             db: str = DB, postgres: str | None = PG) -> None:
     """A thread's checkpoints, newest first: id, step, source, writes, next, time."""
     cp, where = _store(db, postgres)

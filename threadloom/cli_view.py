@@ -54,6 +54,7 @@ class RunView:
         self._pending: dict[str, Any] = {}
         self._open: str | None = None
         self._shown: set[str | None] = set()
+        self._calls_shown: set[str | None] = set()  # tool call ids already printed
 
     # -- output helpers -----------------------------------------------------------------
 
@@ -144,8 +145,24 @@ class RunView:
                 self._header(node)
             self._open = None
             self.current = ""
+            self._unshown_calls(update)
             if self.show == "updates" and update:
                 self.line(f"  update: {_short(dumps(update, indent=None), 400)}")
+
+    def _unshown_calls(self, update: Any) -> None:
+        """Print the tool calls of an update's messages that no stream event showed: a
+        model that prompts for tool calls as JSON streams text, and its calls exist only
+        in the finished message."""
+        messages = update.get("messages") if isinstance(update, dict) else None
+        for message in messages if isinstance(messages, list) else ():
+            if getattr(message, "type", "") == "ai":
+                self._show_calls(message.tool_calls)
+
+    def _show_calls(self, calls: list[Any]) -> None:
+        for call in calls:
+            if call.get("id") is None or call.get("id") not in self._calls_shown:
+                self._calls_shown.add(call.get("id"))
+                self.line(f"  -> {call['name']}({dumps(call['args'], indent=None)})")
 
     def _on_message(self, message: Any, meta: dict[str, Any]) -> None:
         node = meta.get("node")
@@ -170,8 +187,7 @@ class RunView:
         if kind == "ai":
             if message.text:
                 self.line(message.text)
-            for call in message.tool_calls:
-                self.line(f"  -> {call['name']}({dumps(call['args'], indent=None)})")
+            self._show_calls(message.tool_calls)
         elif kind == "tool":
             mark = "x" if message.status == "error" else "<-"
             self.line(f"  {mark} {message.name or 'tool'}: {_short(message.text)}")
@@ -180,7 +196,6 @@ class RunView:
         pending, self._pending = self._pending, {}
         for chunk in pending.values():
             message = chunk.to_message()
-            for call in message.tool_calls:
-                self.line(f"  -> {call['name']}({dumps(call['args'], indent=None)})")
+            self._show_calls(message.tool_calls)
             for bad in message.invalid_tool_calls:
                 self.line(f"  x invalid tool call {bad.get('name')}: {bad.get('args')}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "DemoData", "OrderNotFoundError", "OrderStateError", "load_seed",
+    "DemoData", "OrderNotFoundError", "OrderStateError", "demo_thread_model", "load_seed",
 ]
 
 _SCHEMA = """
@@ -55,6 +55,27 @@ def load_seed() -> dict[str, Any]:
     text = resources.files("threadloom.demo").joinpath("seed.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
+
+
+def demo_thread_model(path: str | Path, thread_id: str) -> str | None:
+    """The model spec the demo recorded for ``thread_id`` in the file ``path``, or None
+    when the demo did not start that thread (or the file has no demo tables).
+
+    Opens the file read-only, so asking never adds the demo tables to a user's database.
+    """
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+    except sqlite3.OperationalError:  # no such file
+        return None
+    try:
+        row = conn.execute("SELECT model FROM demo_threads WHERE thread_id = ?",
+                           (thread_id,)).fetchone()
+    except sqlite3.OperationalError:  # no demo_threads table: not a demo file
+        return None
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
 
 
 class DemoData:

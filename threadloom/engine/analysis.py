@@ -1,4 +1,4 @@
-"""Compile-time checks with networkx, and drawings (Mermaid text, PNG).
+"""Compile-time checks with networkx, and the edge list drawings use (``drawing``).
 
 ``validate`` refuses, naming the node: an edge to or from an unknown node, a node that
 ``START`` cannot reach, and a node from which ``END`` can never be reached. A node with
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
@@ -106,120 +106,3 @@ def validate(graph: StateGraph, interrupt_nodes: Iterable[str] = ()) -> None:
                 "Add a conditional edge that can go to END.",
                 node=name,
             )
-
-
-class DrawableGraph:
-    """A read-only view of a compiled graph for drawing.
-
-    Attributes:
-        nodes: node names, ``START`` and ``END`` included.
-        edges: ``DrawnEdge`` items.
-    """
-
-    def __init__(self, graph: StateGraph, name: str = "graph") -> None:
-        self.name = name
-        self.nodes = [START, *graph.nodes, END]
-        self.edges = graph_edges(graph)
-        self._nx = to_networkx(graph)
-
-    def to_networkx(self) -> nx.DiGraph:
-        """The underlying ``networkx.DiGraph``."""
-        return self._nx
-
-    def draw_mermaid(self) -> str:
-        """Mermaid ``graph TD`` text: solid arrows for edges, dotted for conditional ones."""
-        lines = ["---", f"title: {self.name}", "---", "graph TD;"]
-        ids = {n: _mermaid_id(n) for n in self.nodes}
-        lines.append(f"\t{ids[START]}([<p>__start__</p>]):::first")
-        for name in self.nodes[1:-1]:
-            lines.append(f"\t{ids[name]}({name})")
-        lines.append(f"\t{ids[END]}([<p>__end__</p>]):::last")
-        seen: set[tuple[str, str, str | None]] = set()
-        for e in self.edges:
-            key = (e.source, e.target, e.label)
-            if key in seen:
-                continue
-            seen.add(key)
-            arrow = "-.->" if e.conditional else "-->"
-            if e.label:
-                arrow = f"-. &nbsp;{e.label}&nbsp; .->"
-            lines.append(f"\t{ids[e.source]} {arrow} {ids[e.target]};")
-        lines.append("\tclassDef default fill:#f2f0ff,line-height:1.2")
-        lines.append("\tclassDef first fill-opacity:0")
-        lines.append("\tclassDef last fill:#bfb6fc")
-        return "\n".join(lines) + "\n"
-
-    def draw_png(self, path: str | None = None) -> bytes:
-        """Render a PNG offline with matplotlib (the ``draw`` extra); returns its bytes.
-
-        Raises:
-            ImportError: when matplotlib is not installed.
-        """
-        import io
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        g = self._nx
-        pos = _layered_layout(g)
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.8 * _width(pos)), 1.3 * (_depth(pos) + 1)))
-        solid = [(a, b) for a, b, d in g.edges(data=True) if not d.get("conditional")]
-        dotted = [(a, b) for a, b, d in g.edges(data=True) if d.get("conditional")]
-        colors = ["#bfb6fc" if n in (START, END) else "#f2f0ff" for n in g.nodes]
-        nx.draw_networkx_nodes(g, pos, ax=ax, node_color=colors, node_size=2600, edgecolors="#555")
-        nx.draw_networkx_labels(g, pos, ax=ax, font_size=8)
-        nx.draw_networkx_edges(g, pos, edgelist=solid, ax=ax, arrows=True, node_size=2600)
-        nx.draw_networkx_edges(
-            g,
-            pos,
-            edgelist=dotted,
-            ax=ax,
-            style="dashed",
-            arrows=True,
-            node_size=2600,
-            connectionstyle="arc3,rad=0.2",
-            edge_color="#777",
-        )
-        ax.set_title(self.name)
-        ax.margins(x=0.25, y=0.12)  # room for the labels of the outermost nodes
-        ax.axis("off")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", bbox_inches="tight", dpi=120)
-        plt.close(fig)
-        data = buf.getvalue()
-        if path is not None:
-            with open(path, "wb") as fh:
-                fh.write(data)
-        return data
-
-
-def _mermaid_id(name: str) -> str:
-    return name if name.replace("_", "").isalnum() else "n" + str(abs(hash(name)))
-
-
-def _layered_layout(g: nx.DiGraph) -> dict[Any, tuple[float, float]]:
-    depth = {START: 0}
-    for node in nx.bfs_tree(g, START):
-        for succ in g.successors(node):
-            depth.setdefault(succ, depth[node] + 1)
-    last = max(depth.values(), default=0) + 1
-    depth[END] = max(depth.get(END, last), last)
-    layers: dict[int, list[Any]] = {}
-    for node in g.nodes:
-        layers.setdefault(depth.get(node, last), []).append(node)
-    pos = {}
-    for level, members in layers.items():
-        for i, node in enumerate(members):
-            pos[node] = (i - (len(members) - 1) / 2, -float(level))
-    return pos
-
-
-def _width(pos: dict[Any, tuple[float, float]]) -> float:
-    xs = [x for x, _ in pos.values()]
-    return max(xs) - min(xs) + 1
-
-
-def _depth(pos: dict[Any, tuple[float, float]]) -> float:
-    return -min(y for _, y in pos.values())

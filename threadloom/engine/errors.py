@@ -103,10 +103,13 @@ class GraphRecursionError(GraphRunError):
 
 
 class InvalidRouteError(GraphRunError):
-    """A conditional edge or ``Command.goto`` named a node the graph does not have.
+    """A conditional edge or ``Command.goto`` named a node the graph does not have, or
+    a thread's saved checkpoint names a next node this graph lacks (the thread was made by
+    another graph).
 
     Attributes:
-        node: the node whose edge or command routed.
+        node: the node whose edge or command routed (``"__checkpoint__"`` for a saved
+            checkpoint's next nodes).
         target: the name it routed to.
         step: the super-step.
     """

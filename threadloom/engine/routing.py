@@ -63,11 +63,15 @@ def plan_from_saved(loop: RunLoop, saved: CheckpointTuple) -> Planned:
     """The tasks a saved checkpoint says come next, with writes already saved for them."""
     names: list[str] = []
     sends: list[Send] = []
+    nodes = loop.graph.nodes
     for item in saved.checkpoint.get("next", []):
         if isinstance(item, str):
-            if item in loop.graph.nodes:
-                names.append(item)
-        elif isinstance(item, Mapping) and item.get("node") in loop.graph.nodes:
+            if item not in nodes:
+                raise _foreign_node(loop, saved, item)
+            names.append(item)
+        elif isinstance(item, Mapping):
+            if item.get("node") not in nodes:
+                raise _foreign_node(loop, saved, item.get("node"))
             sends.append(Send(item["node"], item.get("arg")))
     pending: dict[str, TaskResult] = {}
     replay = bool((loop.config.get("configurable") or {}).get("checkpoint_id"))
@@ -83,6 +87,24 @@ def plan_from_saved(loop: RunLoop, saved: CheckpointTuple) -> Planned:
             targets = [g if isinstance(g, str) else Send(g["node"], g.get("arg")) for g in goto]
             pending[tid] = TaskResult(grouped.get(tid, []), targets)
     return Planned(names, sends, pending)
+
+
+def _foreign_node(loop: RunLoop, saved: CheckpointTuple, name: Any) -> InvalidRouteError:
+    """The error for a checkpoint whose next node this graph lacks: the thread was made
+    by another graph (or by an older version of this one); continuing would silently
+    drop that work."""
+    thread = (saved.config.get("configurable") or {}).get("thread_id")
+    step = int(saved.metadata.get("step", -1))
+    return InvalidRouteError(
+        f"thread {thread!r} was saved with node {name!r} to run next, but this graph has no "
+        f"node of that name (nodes: {sorted(n for n in loop.graph.nodes if n[:2] != '__')}); "
+        "continue the thread with the graph that made it, or start it over with new input",
+        node=CHECKPOINT_ROUTE, target=name, step=step,
+    )
+
+
+CHECKPOINT_ROUTE = "__checkpoint__"
+"""``InvalidRouteError.node`` when the route came from a saved checkpoint's next nodes."""
 
 
 async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> Planned:

@@ -1,0 +1,278 @@
+"""Drawings of a graph: Mermaid text, and a PNG rendered offline with matplotlib.
+
+The PNG uses a layered layout in the manner of Sugiyama's method (as graphviz ``dot``
+does): loops are set aside, every node gets the layer of its longest path from
+``START``, an edge that skips layers passes through a slot of its own in each layer it
+crosses (so it never runs through a node), and a few barycenter sweeps order each layer
+to cut crossings. Loop edges are drawn as arcs; conditional edges are dashed and carry
+their path-map label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from threadloom.engine.analysis import graph_edges, to_networkx
+from threadloom.engine.types import END, START
+
+__all__ = ["DrawableGraph"]
+
+_NODE_SIZE = 2600  # matplotlib marker area, points^2
+_RADIUS_PT = 27.0  # where an arrow stops short of a node's centre, points
+_SWEEPS = 4
+
+
+class DrawableGraph:
+    """A read-only view of a compiled graph for drawing.
+
+    Attributes:
+        nodes: node names, ``START`` and ``END`` included.
+        edges: ``DrawnEdge`` items.
+    """
+
+    def __init__(self, graph: Any, name: str = "graph") -> None:
+        self.name = name
+        self.nodes = [START, *graph.nodes, END]
+        self.edges = graph_edges(graph)
+        self._nx = to_networkx(graph)
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The underlying ``networkx.DiGraph``."""
+        return self._nx
+
+    def draw_mermaid(self) -> str:
+        """Mermaid ``graph TD`` text: solid arrows for edges, dotted for conditional ones."""
+        lines = ["---", f"title: {self.name}", "---", "graph TD;"]
+        ids = {n: _mermaid_id(n) for n in self.nodes}
+        lines.append(f"\t{ids[START]}([<p>__start__</p>]):::first")
+        for name in self.nodes[1:-1]:
+            lines.append(f"\t{ids[name]}({name})")
+        lines.append(f"\t{ids[END]}([<p>__end__</p>]):::last")
+        seen: set[tuple[str, str, str | None]] = set()
+        for e in self.edges:
+            key = (e.source, e.target, e.label)
+            if key in seen:
+                continue
+            seen.add(key)
+            arrow = "-.->" if e.conditional else "-->"
+            if e.label:
+                arrow = f"-. &nbsp;{e.label}&nbsp; .->"
+            lines.append(f"\t{ids[e.source]} {arrow} {ids[e.target]};")
+        lines.append("\tclassDef default fill:#f2f0ff,line-height:1.2")
+        lines.append("\tclassDef first fill-opacity:0")
+        lines.append("\tclassDef last fill:#bfb6fc")
+        return "\n".join(lines) + "\n"
+
+    def draw_png(self, path: str | None = None) -> bytes:
+        """Render a PNG offline with matplotlib (the ``draw`` extra); returns its bytes.
+
+        Args:
+            path: also write the PNG to this file (None: only return it).
+
+        Raises:
+            ImportError: when matplotlib is not installed.
+            OSError: ``path`` cannot be written.
+        """
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        layout = _Layout(self._nx)
+        pos = layout.pos
+        real = list(self._nx.nodes)
+        xs = [pos[n][0] for n in pos]
+        width = max(xs) - min(xs) + 1
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.9 * width), 1.35 * (layout.depth + 1)))
+        colors = ["#bfb6fc" if n in (START, END) else "#f2f0ff" for n in real]
+        nx.draw_networkx_nodes(self._nx, {n: pos[n] for n in real}, ax=ax, nodelist=real,
+                               node_color=colors, node_size=_NODE_SIZE, edgecolors="#555")
+        nx.draw_networkx_labels(self._nx, {n: pos[n] for n in real}, ax=ax, font_size=8)
+        labels = _labels(self.edges)
+        for a, b, data in self._nx.edges(data=True):
+            style = _EdgeStyle(bool(data.get("conditional")))
+            if (a, b) in layout.loops and len(layout.route(a, b)) == 2:
+                _draw_loop(ax, pos[a], pos[b], style)
+            else:
+                _draw_path(ax, [pos[p] for p in layout.route(a, b)], style)
+            text = labels.get((a, b))
+            if text:
+                _draw_label(ax, pos[a], pos[layout.route(a, b)[1]], text)
+        ax.set_title(self.name)
+        ys = [pos[n][1] for n in pos]  # the limits hold long edges' slots too
+        ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
+        ax.set_ylim(min(ys) - 0.5, max(ys) + 0.5)
+        ax.axis("off")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight", dpi=120)
+        plt.close(fig)
+        data = buf.getvalue()
+        if path is not None:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        return data
+
+
+def _mermaid_id(name: str) -> str:
+    return name if name.replace("_", "").isalnum() else "n" + str(abs(hash(name)))
+
+
+def _labels(edges: list[Any]) -> dict[tuple[str, str], str]:
+    """Path-map labels per ``(source, target)``, several joined by `` / ``."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for e in edges:
+        if e.label and e.label not in out.setdefault((e.source, e.target), []):
+            out[(e.source, e.target)].append(e.label)
+    return {k: " / ".join(v) for k, v in out.items() if v}
+
+
+class _Layout:
+    """Layers, slots for long edges, and positions (``pos``: name or slot -> (x, y))."""
+
+    def __init__(self, g: nx.DiGraph) -> None:
+        self.loops = _loop_edges(g)
+        forward = nx.DiGraph()
+        forward.add_nodes_from(g.nodes)
+        forward.add_edges_from(e for e in g.edges if e not in self.loops and e[0] != e[1])
+        layer = _longest_path_layers(forward)
+        self.depth = max(layer.values(), default=0)
+        self._routes: dict[tuple[Any, Any], list[Any]] = {}
+        rows: list[list[Any]] = [[] for _ in range(self.depth + 1)]
+        for node in nx.topological_sort(forward):
+            rows[layer[node]].append(node)
+        links: list[tuple[Any, Any]] = []  # between adjacent layers, slots included
+        for a, b in forward.edges:
+            chain: list[Any] = [a]
+            for level in range(layer[a] + 1, layer[b]):
+                slot = ("slot", a, b, level)
+                rows[level].append(slot)
+                chain.append(slot)
+            chain.append(b)
+            self._routes[(a, b)] = chain
+            links.extend(zip(chain, chain[1:], strict=False))
+        _order(rows, links)
+        self.pos: dict[Any, tuple[float, float]] = {}
+        for level, row in enumerate(rows):
+            for i, item in enumerate(row):
+                self.pos[item] = (i - (len(row) - 1) / 2, -float(level))
+        for a, b in sorted(self.loops, key=str):
+            self._route_loop(a, b, layer, rows)
+
+    def _route_loop(self, a: Any, b: Any, layer: dict[Any, int], rows: list[list[Any]]) -> None:
+        """A loop edge that spans layers runs up beside them, on the side with more room;
+        one between adjacent layers (or within one) stays an arc (no route)."""
+        top, bottom = layer[b] + 1, layer[a] - 1
+        if a == b or top > bottom:
+            return
+        xs = [self.pos[item][0] for level in range(top, bottom + 1) for item in rows[level]]
+        right, left = max(xs) + 0.7, min(xs) - 0.7
+        x = right if right <= -left else left
+        bends = [("bend", a, b, 0), ("bend", a, b, 1)]
+        self.pos[bends[0]] = (x, -float(bottom))
+        self.pos[bends[1]] = (x, -float(top))
+        self._routes[(a, b)] = [a, *bends[: 1 if top == bottom else 2], b]
+
+    def route(self, a: Any, b: Any) -> list[Any]:
+        """The points an edge passes: its source, its slots or bends, its target."""
+        return self._routes.get((a, b), [a, b])
+
+
+def _loop_edges(g: nx.DiGraph) -> set[tuple[Any, Any]]:
+    """Edges that close a cycle in a depth-first walk from ``START`` (plus self-loops)."""
+    loops = {(a, b) for a, b in g.edges if a == b}
+    state: dict[Any, int] = {}  # 1: on the walk's path, 2: finished
+    order = [START, *(n for n in g.nodes if n != START)]
+    for root in order:
+        if root in state:
+            continue
+        stack = [(root, iter(sorted(g.successors(root), key=order.index)))]
+        state[root] = 1
+        while stack:
+            node, succs = stack[-1]
+            nxt = next(succs, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                loops.add((node, nxt))
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(sorted(g.successors(nxt), key=order.index))))
+    return loops
+
+
+def _longest_path_layers(forward: nx.DiGraph) -> dict[Any, int]:
+    layer: dict[Any, int] = {}
+    for node in nx.topological_sort(forward):
+        preds = [layer[p] + 1 for p in forward.predecessors(node)]
+        layer[node] = max(preds, default=0)
+    if END in layer:  # END goes last, below everything
+        layer[END] = max(layer.values())
+        if any(layer[n] == layer[END] for n in layer if n != END):
+            layer[END] += 1
+    return layer
+
+
+def _order(rows: list[list[Any]], links: list[tuple[Any, Any]]) -> None:
+    """Reorder each layer in place by the mean position of its neighbours in the layer
+    above (downward sweeps) or below (upward sweeps)."""
+    ups: dict[Any, list[Any]] = {}
+    downs: dict[Any, list[Any]] = {}
+    for a, b in links:
+        downs.setdefault(a, []).append(b)
+        ups.setdefault(b, []).append(a)
+    for sweep in range(_SWEEPS):
+        down = sweep % 2 == 0
+        levels = range(1, len(rows)) if down else range(len(rows) - 2, -1, -1)
+        for level in levels:
+            ref = rows[level - 1] if down else rows[level + 1]
+            index = {item: i for i, item in enumerate(ref)}
+            near = ups if down else downs
+            keyed = []
+            for i, item in enumerate(rows[level]):
+                seen = [index[n] for n in near.get(item, ()) if n in index]
+                keyed.append((sum(seen) / len(seen) if seen else float(i), i, item))
+            rows[level][:] = [item for *_, item in sorted(keyed, key=lambda k: k[:2])]
+
+
+class _EdgeStyle:
+    __slots__ = ("color", "line")
+
+    def __init__(self, conditional: bool) -> None:
+        self.line = "--" if conditional else "-"
+        self.color = "#777" if conditional else "#222"
+
+
+def _draw_path(ax: Any, points: list[tuple[float, float]], style: _EdgeStyle) -> None:
+    last = len(points) - 2
+    for i, (start, end) in enumerate(zip(points, points[1:], strict=False)):
+        ax.annotate("", xy=end, xytext=start, arrowprops={
+            "arrowstyle": "-|>" if i == last else "-", "color": style.color,
+            "linestyle": style.line, "shrinkA": _RADIUS_PT if i == 0 else 0,
+            "shrinkB": _RADIUS_PT if i == last else 0, "mutation_scale": 14})
+
+
+def _draw_loop(ax: Any, start: tuple[float, float], end: tuple[float, float],
+               style: _EdgeStyle) -> None:
+    if start == end:  # a node routing to itself: a small arc over it
+        x, y = start
+        start, end = (x + 0.12, y + 0.18), (x - 0.12, y + 0.18)
+        shrink = 0.0
+    else:
+        shrink = _RADIUS_PT
+    ax.annotate("", xy=end, xytext=start, arrowprops={
+        "arrowstyle": "-|>", "color": style.color, "linestyle": style.line,
+        "connectionstyle": "arc3,rad=-0.45", "shrinkA": shrink, "shrinkB": shrink,
+        "mutation_scale": 14})
+
+
+def _draw_label(ax: Any, start: tuple[float, float], end: tuple[float, float],
+                text: str) -> None:
+    x = start[0] + (end[0] - start[0]) * 0.45
+    y = start[1] + (end[1] - start[1]) * 0.45
+    ax.text(x, y, text, fontsize=7, ha="center", va="center", color="#333",
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.9})
