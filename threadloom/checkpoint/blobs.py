@@ -191,25 +191,62 @@ class BlobLayer:
         Raises:
             SerializationError: a value the codec cannot store (path names the channel).
         """
+        refs, _, new = self.encode_refs(thread_id, ns, checkpoint, new_versions, parent_refs)
+        return refs, new
+
+    def encode_refs(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint: Mapping[str, Any],
+        new_versions: Mapping[str, Any],
+        parent_refs: Mapping[str, Ref],
+    ) -> tuple[dict[str, Ref], dict[str, Any], list[NewBlob]]:
+        """``encode``, plus the refs in the short form a record stores them in.
+
+        The short form is ``records.short_refs(refs, checkpoint["id"])``, built in the same
+        pass (a save then walks its channels once).
+
+        Raises:
+            SerializationError: a value the codec cannot store (path names the channel).
+        """
         values = checkpoint["channel_values"]
         versions = checkpoint.get("channel_versions", {})
+        own = "." + checkpoint["id"]
         refs: dict[str, Ref] = {}
+        short: dict[str, Any] = {}
         new: list[NewBlob] = []
         for channel, value in values.items():
-            if channel not in new_versions and channel in parent_refs:
-                refs[channel] = parent_refs[channel]
-                continue
-            t = type(value)
-            if t is int or t is str or t is bool or t is float or t is dict or value is None:
-                if inline_value(value):  # a private copy: the caller's dict may change later
-                    refs[channel] = (dict(value) if t is dict else value,)
+            if channel not in new_versions:
+                ref = parent_refs.get(channel)
+                if ref is not None:
+                    refs[channel] = ref
+                    if type(ref) is not str:
+                        short[channel] = [None, ref[0]]
+                    elif ref.endswith(own):  # only when a checkpoint id is reused
+                        short[channel] = [ref[: -len(own)]]
+                    else:
+                        short[channel] = ref
                     continue
-            version = new_versions.get(channel, versions.get(channel, 0))
-            bid = f"{version}.{checkpoint['id']}"
+            t = type(value)
+            if t is int:  # the common cases of inline_value first, without a call
+                inline = -_INT_BOUND < value < _INT_BOUND
+            elif value is None or t is bool:
+                inline = True
+            else:
+                inline = (t is str or t is float or t is dict) and inline_value(value)
+            if inline:  # a private copy: the caller's dict may change later
+                kept = dict(value) if t is dict else value
+                refs[channel] = (kept,)
+                short[channel] = [None, kept]
+                continue
+            version = f"{new_versions.get(channel, versions.get(channel, 0))}"
+            bid = version + own
             refs[channel] = bid
+            short[channel] = [version]
             row = self._encode_value(thread_id, ns, channel, bid, value)
             new.append(_new(NewBlob, (channel, bid, row, value)))
-        return refs, new
+        return refs, short, new
 
     def snapshot(self, blob: NewBlob) -> NewBlob:
         """The same blob written as a full snapshot (when a delta's base has vanished)."""

@@ -308,18 +308,42 @@ class InMemoryCheckpointer(StoredCheckpointer):
         return self._locked
 
     def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
-        # As StoredCheckpointer._commit, minus the layers a dict store does not need.
+        # As StoredCheckpointer._commit with the _MemoryTx primitives it calls
+        # (_check_base, insert_blobs, insert_checkpoint) inlined: this runs on every save.
+        thread_id, ns, cid, parent_id, record, metadata = row
         with self._lock:
-            tx = self._txn
-            thread_id = row.thread_id
             if token is not None:
-                self._current_lease(tx, thread_id, token)
+                self._current_lease(self._txn, thread_id, token)
+            spaces = self._data.get(thread_id)
+            space = spaces.get(ns) if spaces else None
             if new:
-                ns = row.checkpoint_ns
-                # in place: the caller's caches learn what was really stored
-                new[:] = [self._check_base(tx, thread_id, ns, b) for b in new]
-                tx.insert_blobs(thread_id, ns, new)
-            tx.insert_checkpoint(row)
+                self._check_bases(space, new)
+            if space is None:
+                space = self._txn._ns_create(thread_id, ns)
+            if new:
+                stored = space.blobs
+                for channel, bid, blob_row, _ in new:
+                    if (channel, bid) not in stored:
+                        stored[(channel, bid)] = _new_blob_row(
+                            BlobRow, (*blob_row[:4], _pack(blob_row.data))
+                        )
+            if cid > space.last:
+                space.last = cid
+            elif space.checkpoints:
+                space.sorted = False
+            space.checkpoints[cid] = _pack_checkpoint(parent_id, record, metadata)
             if self.ttl_seconds is not None or thread_id in self._threads:
-                self._touch(tx, thread_id)
-            return tx.count_checkpoints(thread_id, row.checkpoint_ns) if self.keep_latest else 0
+                self._touch(self._txn, thread_id)
+            return len(space.checkpoints) if self.keep_latest else 0
+
+    def _check_bases(self, space: _Ns | None, new: list[NewBlob]) -> None:
+        """Turn a delta whose base was pruned meanwhile into a snapshot, in place: the
+        caller's caches learn what was really stored (``StoredCheckpointer._check_base``)."""
+        stored = space.blobs if space is not None else {}
+        for i, blob in enumerate(new):
+            base = blob.row.base
+            if base is not None and (blob.channel, base) not in stored:
+                new[i] = self.blobs.snapshot(blob)
+
+
+_new_blob_row = tuple.__new__  # BlobRow(...) without the Python-level __new__ of a NamedTuple

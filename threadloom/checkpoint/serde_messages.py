@@ -193,7 +193,9 @@ def message_tree(message: BaseModel) -> dict[str, Any] | None:
     """The codec tree of ``message_to_dict(message)`` for the everyday shapes, else None.
 
     Equal, key order included, to what ``Codec`` builds through ``model_dump`` whenever
-    it returns a tree; None means "take the general path" (never an error).
+    it returns a tree; None means "take the general path" (never an error). A field
+    equal (``==``) to its default is left out unchecked: ``exclude_defaults`` drops it
+    with the same comparison before serializing it.
     """
     cls = type(message)
     plan = _PLANS.get(cls) or _plan(cls)
@@ -204,11 +206,12 @@ def message_tree(message: BaseModel) -> dict[str, Any] | None:
     try:
         for name, default, check in plan:
             v = values[name]
+            if v == default:  # left out before pydantic serializes it, as here
+                continue
             if not check(v):
                 return None
-            if v != default:  # exclude_defaults compares with ==
-                out[name] = v
-    except (KeyError, RecursionError):
+            out[name] = v
+    except Exception:  # noqa: BLE001 - a missing field, an odd __eq__, deep nesting
         return None
     kind = values["type"]
     if type(kind) is not str:

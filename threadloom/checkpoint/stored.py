@@ -239,10 +239,13 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             cached[1] if cached is not None and cached[0] == parent_id
             else self._parent_refs(thread_id, ns, parent_id)
         )
-        refs, new = self.blobs.encode(thread_id, ns, checkpoint, new_versions, parent_refs)
-        record = encode_record(self.codec, checkpoint, refs)
-        row = _new_row(CkRow, (thread_id, ns, cid, parent_id, record,
-                               encode_metadata(self.codec, metadata)))
+        refs, short, new = self.blobs.encode_refs(
+            thread_id, ns, checkpoint, new_versions, parent_refs
+        )
+        codec = self.codec
+        row = _new_row(CkRow, (thread_id, ns, cid, parent_id,
+                               encode_record(codec, checkpoint, refs, short),
+                               encode_metadata(codec, metadata)))
         token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
         count = self._commit(row, new, token)
         if new:
