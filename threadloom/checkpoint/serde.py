@@ -153,7 +153,10 @@ class Codec:
             SerializationError: a value of an unsupported or unregistered type; ``path``
                 and ``type_name`` name it.
         """
-        tree = self.to_json(value, path=path)
+        try:
+            tree = self._enc(value)
+        except (_Unsupported, RecursionError):
+            tree = self.to_json(value, path=path)  # raises the error naming the path
         try:
             # The tree is plain JSON by now; pydantic-core writes it ~4x faster than the
             # stdlib, to the same compact form (a float may show its exponent as e-7

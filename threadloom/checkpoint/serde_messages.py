@@ -208,7 +208,10 @@ def message_tree(message: BaseModel) -> dict[str, Any] | None:
             v = values[name]
             if v == default:  # left out before pydantic serializes it, as here
                 continue
-            if not check(v):
+            if check is _opt_str or check is _str:  # the common checks, without a call
+                if type(v) is not str and (v is not None or check is _str):
+                    return None
+            elif not check(v):
                 return None
             out[name] = v
     except Exception:  # noqa: BLE001 - a missing field, an odd __eq__, deep nesting
