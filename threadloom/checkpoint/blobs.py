@@ -146,11 +146,12 @@ class LRU:
 
     def put(self, key: Any, value: Any) -> None:
         data = self.data
-        if self.size <= 0:
+        size = self.size
+        if size <= 0:
             return
         data[key] = value
         data.move_to_end(key)
-        while len(data) > self.size:
+        while len(data) > size:
             data.popitem(last=False)
 
     def drop_thread(self, thread_id: str) -> None:
@@ -191,25 +192,73 @@ class BlobLayer:
         Raises:
             SerializationError: a value the codec cannot store (path names the channel).
         """
+        refs, _, _, new = self.encode_refs(thread_id, ns, checkpoint, new_versions, parent_refs)
+        return refs, new
+
+    def encode_refs(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint: Mapping[str, Any],
+        new_versions: Mapping[str, Any],
+        parent_refs: Mapping[str, Ref],
+        parent_carry: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Ref], dict[str, Any], dict[str, Any], list[NewBlob]]:
+        """``encode``, plus the refs in the two short forms a record stores them in.
+
+        Returns ``(refs, short, carry, new)``: ``short`` is ``records.short_refs(refs,
+        checkpoint["id"])``, built in the same pass; ``carry`` is what a child's record
+        stores for each channel the child does not change (``carry_refs(refs)``). Given
+        the parent's ``carry`` and the same channels in the same order, only the changed
+        channels are visited: the others are copied over at C speed. (A carried blob id
+        is then written whole even if a reused checkpoint id makes it this checkpoint's
+        own; both forms read back as the same id.)
+
+        Raises:
+            SerializationError: a value the codec cannot store (path names the channel).
+        """
         values = checkpoint["channel_values"]
-        versions = checkpoint.get("channel_versions", {})
-        refs: dict[str, Ref] = {}
+        own = "." + checkpoint["id"]
         new: list[NewBlob] = []
-        for channel, value in values.items():
-            if channel not in new_versions and channel in parent_refs:
-                refs[channel] = parent_refs[channel]
-                continue
-            t = type(value)
-            if t is int or t is str or t is bool or t is float or t is dict or value is None:
-                if inline_value(value):  # a private copy: the caller's dict may change later
-                    refs[channel] = (dict(value) if t is dict else value,)
+        if parent_carry is not None and list(values) == list(parent_refs):
+            refs: dict[str, Ref] = dict(parent_refs)
+            short = parent_carry.copy()
+            carry = parent_carry.copy()
+            changed: Any = [(ch, v) for ch, v in values.items() if ch in new_versions]
+        else:
+            refs, short, carry = {}, {}, {}
+            changed = values.items()
+        versions = checkpoint.get("channel_versions", {})
+        for channel, value in changed:
+            if channel not in new_versions:
+                ref = parent_refs.get(channel)
+                if ref is not None:
+                    refs[channel] = ref
+                    if type(ref) is not str:
+                        short[channel] = carry[channel] = [None, ref[0]]
+                    else:
+                        carry[channel] = ref
+                        short[channel] = [ref[: -len(own)]] if ref.endswith(own) else ref
                     continue
-            version = new_versions.get(channel, versions.get(channel, 0))
-            bid = f"{version}.{checkpoint['id']}"
-            refs[channel] = bid
+            t = type(value)
+            if t is int:  # the common cases of inline_value first, without a call
+                inline = -_INT_BOUND < value < _INT_BOUND
+            elif value is None or t is bool:
+                inline = True
+            else:
+                inline = (t is str or t is float or t is dict) and inline_value(value)
+            if inline:  # a private copy: the caller's dict may change later
+                kept = dict(value) if t is dict else value
+                refs[channel] = (kept,)
+                short[channel] = carry[channel] = [None, kept]
+                continue
+            version = f"{new_versions.get(channel, versions.get(channel, 0))}"
+            bid = version + own
+            refs[channel] = carry[channel] = bid
+            short[channel] = [version]
             row = self._encode_value(thread_id, ns, channel, bid, value)
             new.append(_new(NewBlob, (channel, bid, row, value)))
-        return refs, new
+        return refs, short, carry, new
 
     def snapshot(self, blob: NewBlob) -> NewBlob:
         """The same blob written as a full snapshot (when a delta's base has vanished)."""
@@ -224,19 +273,20 @@ class BlobLayer:
             return BlobRow(None, bid, -1, 0, self.codec.dumps(value, path=path))
         with self._lock:  # no LRU bump: committed() moves the tip to the end
             tip: _Tip | None = self._tips.data.get((thread_id, ns, channel))
-        if tip is not None and len(value) >= len(tip.items):
-            base_len = len(tip.items)
-            if all(map(operator.is_, tip.items, value)):
-                tail = value[base_len:]
-                chain = tip.chain + len(tail)
+        n = len(value)
+        if tip is not None:
+            items = tip.items
+            base_len = len(items)
+            if n >= base_len and all(map(operator.is_, items, value)):
+                chain = tip.chain + n - base_len
                 if chain < max(base_len - tip.chain, MIN_CHAIN):  # still shorter than the snapshot
                     try:
-                        data = self.codec.dumps(tail, path=path)
+                        data = self.codec.dumps(value[base_len:], path=path)
                     except SerializationError:
                         self.codec.dumps(value, path=path)  # re-raise with the right index
                         raise
-                    return _new(BlobRow, (tip.bid, tip.snap, len(value), chain, data))
-        return _new(BlobRow, (None, bid, len(value), 0, self.codec.dumps(value, path=path)))
+                    return _new(BlobRow, (tip.bid, tip.snap, n, chain, data))
+        return _new(BlobRow, (None, bid, n, 0, self.codec.dumps(value, path=path)))
 
     def committed(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         """Record blobs that are now durably stored (their values become delta bases)."""
@@ -357,6 +407,12 @@ class BlobLayer:
         with self._lock:
             self._values.put((thread_id, ns, channel, tip.bid), tip)
         return tip
+
+
+def carry_refs(refs: Mapping[str, Ref]) -> dict[str, Any]:
+    """What a child's record stores for each channel of ``refs`` it does not change: the
+    blob id, or ``[null, value]`` for a value kept in the record."""
+    return {ch: r if type(r) is str else [None, r[0]] for ch, r in refs.items()}
 
 
 def reachable_blobs(

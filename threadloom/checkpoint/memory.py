@@ -34,6 +34,7 @@ _ZDICT = (
 # Priming a compressor with the dictionary costs ~100 us; copying a primed one ~20 us.
 _COMPRESSOR = zlib.compressobj(1, zlib.DEFLATED, -11, 3, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
 _SMALL = 192  # below this, deflate saves too little to pay for its time
+_BATCH = 32  # blobs deflated in one pass (see InMemoryCheckpointer._insert_blobs)
 _SMALL_CHECKPOINT = 1024  # checkpoint rows below this are kept raw (see _Ns)
 _RAW, _DEFLATED = b"\x00", b"\x01"
 
@@ -54,11 +55,12 @@ def _unpack(data: bytes) -> bytes:
 
 def _pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes) -> bytes:
     head = parent_id.encode() if parent_id else b""
+    n = len(head)
     size = len(record)
-    parts = (_LENGTHS[len(head)], head, size.to_bytes(4, "big"), record, metadata)
-    if len(head) + size + len(metadata) + 5 < _SMALL_CHECKPOINT:
-        return _RAW + b"".join(parts)
-    return _pack(b"".join(parts), _SMALL_CHECKPOINT)
+    parts = (_RAW, _LENGTHS[n], head, size.to_bytes(4, "big"), record, metadata)
+    if n + size + len(metadata) + 5 < _SMALL_CHECKPOINT:
+        return b"".join(parts)
+    return _pack(b"".join(parts[1:]), _SMALL_CHECKPOINT)
 
 
 _LENGTHS = [bytes((n,)) for n in range(256)]
@@ -222,13 +224,7 @@ class _MemoryTx:
 
     def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         if blobs:
-            space = self._ns_create(thread_id, ns)
-            stored = space.blobs
-            for b in blobs:
-                key = (b.channel, b.bid)
-                if key not in stored:
-                    row = b.row
-                    stored[key] = BlobRow(row.base, row.snap, row.n, row.chain, _pack(row.data))
+            self.s._insert_blobs(self._ns_create(thread_id, ns).blobs, blobs)
 
     def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]:
         space = self._ns(thread_id, ns)
@@ -301,6 +297,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
         self._threads: dict[str, tuple[float | None, float | None]] = {}
         self._leases: dict[str, Lease] = {}
         self._lock = threading.RLock()
+        self._raw: list[tuple[dict[tuple[str, str], BlobRow], tuple[str, str]]] = []
         self._txn = _MemoryTx(self)
         self._locked = _Locked(self._lock, self._txn)
 
@@ -308,18 +305,64 @@ class InMemoryCheckpointer(StoredCheckpointer):
         return self._locked
 
     def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
-        # As StoredCheckpointer._commit, minus the layers a dict store does not need.
+        # As StoredCheckpointer._commit with the _MemoryTx primitives it calls
+        # (_check_base, insert_checkpoint) inlined: this runs on every save.
+        thread_id, ns, cid, parent_id, record, metadata = row
         with self._lock:
-            tx = self._txn
-            thread_id = row.thread_id
             if token is not None:
-                self._current_lease(tx, thread_id, token)
+                self._current_lease(self._txn, thread_id, token)
+            spaces = self._data.get(thread_id)
+            space = spaces.get(ns) if spaces else None
+            if new:  # a delta whose base was pruned meanwhile becomes a snapshot, in place:
+                # the caller's caches learn what was really stored (as _check_base)
+                stored = space.blobs if space is not None else {}
+                for i, blob in enumerate(new):
+                    base = blob.row.base
+                    if base is not None and (blob.channel, base) not in stored:
+                        new[i] = self.blobs.snapshot(blob)
+            if space is None:
+                space = self._txn._ns_create(thread_id, ns)
             if new:
-                ns = row.checkpoint_ns
-                # in place: the caller's caches learn what was really stored
-                new[:] = [self._check_base(tx, thread_id, ns, b) for b in new]
-                tx.insert_blobs(thread_id, ns, new)
-            tx.insert_checkpoint(row)
+                self._insert_blobs(space.blobs, new)
+            if cid > space.last:
+                space.last = cid
+            elif space.checkpoints:
+                space.sorted = False
+            space.checkpoints[cid] = _pack_checkpoint(parent_id, record, metadata)
             if self.ttl_seconds is not None or thread_id in self._threads:
-                self._touch(tx, thread_id)
-            return tx.count_checkpoints(thread_id, row.checkpoint_ns) if self.keep_latest else 0
+                self._touch(self._txn, thread_id)
+            return len(space.checkpoints) if self.keep_latest else 0
+
+    def _insert_blobs(self, stored: dict[tuple[str, str], BlobRow], new: list[NewBlob]) -> None:
+        """Store blobs raw; the ones worth deflating are deflated in batches.
+
+        Deflating one small blob costs most in warming zlib's state (~15 KB copied from
+        the primed compressor), so blobs of ``_SMALL`` bytes or more wait in ``_raw``
+        and are deflated in one pass as soon as a save goes to another thread or
+        namespace, or ``_BATCH`` of them wait. A run's blobs are thus deflated by the
+        next save elsewhere, never many runs later. Rows read the same either way
+        (``_unpack``); at most ``_BATCH`` blobs per store are held raw meanwhile.
+        """
+        raw = self._raw
+        if raw and raw[0][0] is not stored:
+            self._deflate_raw()
+        for channel, bid, row, _ in new:
+            key = (channel, bid)
+            if key not in stored:
+                data = row.data
+                stored[key] = _new_blob_row(BlobRow, (*row[:4], _RAW + data))
+                if len(data) >= _SMALL:
+                    raw.append((stored, key))
+        if len(raw) >= _BATCH:
+            self._deflate_raw()
+
+    def _deflate_raw(self) -> None:
+        """Deflate the blobs ``_insert_blobs`` stored raw (caller holds the lock)."""
+        for stored, key in self._raw:
+            row = stored.get(key)
+            if row is not None and row.data[:1] == _RAW:
+                stored[key] = _new_blob_row(BlobRow, (*row[:4], _pack(row.data[1:])))
+        self._raw.clear()
+
+
+_new_blob_row = tuple.__new__  # BlobRow(...) without the Python-level __new__ of a NamedTuple

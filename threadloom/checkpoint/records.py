@@ -34,22 +34,25 @@ _META_ORDER = ("source", "step", "writes", "parents")
 _META_KEYS = frozenset(_META_ORDER)
 
 
-def encode_record(codec: Codec, checkpoint: Checkpoint, refs: Mapping[str, Ref]) -> bytes:
+def encode_record(
+    codec: Codec,
+    checkpoint: Checkpoint,
+    refs: Mapping[str, Ref],
+    short: dict[str, Any] | None = None,
+) -> bytes:
     """The record bytes of ``checkpoint`` whose values are at ``refs``.
+
+    Args:
+        short: ``short_refs(refs, checkpoint["id"])`` when the caller has it already
+            (``BlobLayer.encode_refs`` builds it while encoding the values).
 
     Raises:
         SerializationError: a user value in ``next`` or a bookkeeping map the codec
             cannot store.
     """
     cid = checkpoint["id"]
-    own = "." + cid
-    cut = -len(own)
-    short: dict[str, Any] = {}
-    for ch, ref in refs.items():
-        if type(ref) is str:
-            short[ch] = [ref[:cut]] if ref.endswith(own) else ref
-        else:
-            short[ch] = [None, ref[0]]
+    if short is None:
+        short = short_refs(refs, cid)
     plain_refs = TAG not in short
     if plain_refs and checkpoint.keys() == _CHECKPOINT_KEYS:
         body = _compact_body(checkpoint, cid)
@@ -62,6 +65,21 @@ def encode_record(codec: Codec, checkpoint: Checkpoint, refs: Mapping[str, Ref])
     if plain_refs and _plain_record(body):
         return codec.dumps_plain({"c": body, "r": short})
     return codec.dumps({"c": body, "r": short}, path="checkpoint")
+
+
+def short_refs(refs: Mapping[str, Ref], cid: str) -> dict[str, Any]:
+    """``refs`` as a record stores them: ``["<version>"]`` for a blob of checkpoint
+    ``cid`` itself, ``[null, value]`` for a value kept in the record, other blob ids as
+    they are."""
+    own = "." + cid
+    cut = -len(own)
+    short: dict[str, Any] = {}
+    for ch, ref in refs.items():
+        if type(ref) is str:
+            short[ch] = [ref[:cut]] if ref.endswith(own) else ref
+        else:
+            short[ch] = [None, ref[0]]
+    return short
 
 
 def decode_record(codec: Codec, cid: str, data: bytes) -> tuple[Checkpoint, dict[str, Ref]]:

@@ -49,6 +49,7 @@ from threadloom.checkpoint.serde_builtin import (
     TAG,
     escape_surrogates,
 )
+from threadloom.checkpoint.serde_messages import message_tree
 from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
 from threadloom.engine.errors import SerializationError, UntrustedTypeError
 from threadloom.engine.types import Command, Interrupt, Send
@@ -152,7 +153,10 @@ class Codec:
             SerializationError: a value of an unsupported or unregistered type; ``path``
                 and ``type_name`` name it.
         """
-        tree = self.to_json(value, path=path)
+        try:
+            tree = self._enc(value)
+        except (_Unsupported, RecursionError):
+            tree = self.to_json(value, path=path)  # raises the error naming the path
         try:
             # The tree is plain JSON by now; pydantic-core writes it ~4x faster than the
             # stdlib, to the same compact form (a float may show its exponent as e-7
@@ -283,7 +287,13 @@ class Codec:
             from threadloom.messages import message_to_dict  # resolved once per type
 
             enc_dict = self._enc_dict
-            return lambda v: {TAG: "msg", "v": enc_dict(message_to_dict(v))}
+
+            def enc_message(v: Any) -> Any:
+                # message_tree: the same tree without model_dump, for the everyday shapes
+                tree = message_tree(v)
+                return {TAG: "msg", "v": enc_dict(message_to_dict(v)) if tree is None else tree}
+
+            return enc_message
         name = self.registry.name_of(t)
         if name is None:
             return None

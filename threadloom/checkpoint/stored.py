@@ -127,7 +127,8 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         self.keep_latest = keep_latest
         self.ttl_seconds = ttl_seconds
         self.blobs = BlobLayer(self.codec, cache_size)
-        self._parents = LRU(cache_size)  # (thread, ns) -> (last checkpoint id, its refs)
+        # (thread, ns) -> (last checkpoint id, its refs, its carry or None): see encode_refs
+        self._parents = LRU(cache_size)
 
     def _tx(self, write: bool) -> AbstractContextManager[Tx]:
         raise NotImplementedError
@@ -193,7 +194,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             row.thread_id, row.checkpoint_ns, refs, reader, seed=seed
         )
         if seed:
-            self._parents.put((row.thread_id, row.checkpoint_ns), (row.checkpoint_id, refs))
+            self._parents.put((row.thread_id, row.checkpoint_ns), (row.checkpoint_id, refs, None))
         writes = [
             PendingWrite(task_id, channel, self.codec.loads(data))
             for task_id, channel, data in tx.writes(
@@ -235,19 +236,22 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         cid = checkpoint["id"]
         key = (thread_id, ns)
         cached = self._parents.data.get(key)  # the last checkpoint put or loaded here
-        parent_refs = (
-            cached[1] if cached is not None and cached[0] == parent_id
-            else self._parent_refs(thread_id, ns, parent_id)
+        if cached is not None and cached[0] == parent_id:
+            parent_refs, parent_carry = cached[1], cached[2]
+        else:
+            parent_refs, parent_carry = self._parent_refs(thread_id, ns, parent_id), None
+        refs, short, carry, new = self.blobs.encode_refs(
+            thread_id, ns, checkpoint, new_versions, parent_refs, parent_carry
         )
-        refs, new = self.blobs.encode(thread_id, ns, checkpoint, new_versions, parent_refs)
-        record = encode_record(self.codec, checkpoint, refs)
-        row = _new_row(CkRow, (thread_id, ns, cid, parent_id, record,
-                               encode_metadata(self.codec, metadata)))
+        codec = self.codec
+        row = _new_row(CkRow, (thread_id, ns, cid, parent_id,
+                               encode_record(codec, checkpoint, refs, short),
+                               encode_metadata(codec, metadata)))
         token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
         count = self._commit(row, new, token)
         if new:
             self.blobs.committed(thread_id, ns, new)
-        self._parents.put(key, (cid, refs))
+        self._parents.put(key, (cid, refs, carry))
         if self.keep_latest and count > self.keep_latest:
             self.prune(thread_id, keep_last=self.keep_latest)
         conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}

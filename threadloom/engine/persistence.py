@@ -111,10 +111,12 @@ class Persistence:
     async def _save(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
     ) -> None:
-        if self.cp is None:
+        cp = self.cp
+        if cp is None:
             return
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
+        barriers = self.barriers
         checkpoint: Checkpoint = {
             "v": 1,
             "id": cid,
@@ -123,16 +125,17 @@ class Persistence:
             "channel_versions": dict(versions),
             "versions_seen": {},  # routing is explicit in "next"; kept for the format
             "next": saved_next(planned) if planned.sends else list(planned.tasks),
-            "barriers": {k: sorted(v) for k, v in self.barriers.items() if v},
+            "barriers": {k: sorted(v) for k, v in barriers.items() if v} if barriers else {},
         }
         metadata = {
             "source": source,
             "step": self.step,
-            "writes": {t.name: _written(t) for t in tasks},
+            "writes": {t.name: _written(t) for t in tasks} if tasks else {},
             "parents": {},
         }
         new_versions = {k: versions[k] for k in updated}
-        if self.durability == "exit":
+        durability = self.durability
+        if durability == "exit":
             merged = dict(self._unsaved_exit[3]) if self._unsaved_exit else {}
             merged.update(new_versions)
             self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
@@ -142,7 +145,7 @@ class Persistence:
         if self.lease is not None:
             await self.lease.renew_if_due()
         parent = self.checkpoint_config
-        if self.durability == "async" and not self.blocking_ok:
+        if durability == "async" and not self.blocking_ok:
             # Name the new checkpoint at once: writes of the next step belong to it, and
             # are saved only after it (every put_writes waits for the pending put).
             conf = self.config["configurable"]
@@ -152,10 +155,8 @@ class Persistence:
             self.pending_put = asyncio.ensure_future(
                 self._put_now((parent, checkpoint, metadata, new_versions))
             )
-        elif self.blocking_ok or getattr(self.cp, "inline_io", False):
-            self.checkpoint_config = self._own(
-                self.cp.put(parent, checkpoint, metadata, new_versions)
-            )
+        elif self.blocking_ok or getattr(cp, "inline_io", False):
+            self.checkpoint_config = self._own(cp.put(parent, checkpoint, metadata, new_versions))
             self._unsaved_exit = None
         else:
             await self._put_now((parent, checkpoint, metadata, new_versions))
