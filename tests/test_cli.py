@@ -191,6 +191,7 @@ def test_draw_mermaid_and_png(work):
     (["threads", "show", "ghost"], 1, "no thread 'ghost' in 'c.db'"),
     (["threads", "list", "--db", "absent.db"], 1, "no checkpoint database at 'absent.db'"),
     (["threads", "list", "--db", "junk.db"], 1, "'junk.db' is not a SQLite database"),
+    (["threads", "list", "--db", "empty.db"], 1, "'empty.db' is empty"),
     (["threads", "history", "t1", "--db", "torn.db"], 1, "cannot open checkpoint database"),
     (["resume", "t1", "--graph", "cli_graphs:review"], 2, "give exactly one of"),
     (["draw", "cli_graphs:counter", "-f", "png"], 2, "--format png needs --output"),
@@ -204,6 +205,7 @@ def test_draw_mermaid_and_png(work):
 def test_one_line_errors(work, args, code, needle):
     _seed(work)
     Path("junk.db").write_text("this is not a database at all")
+    Path("empty.db").write_bytes(b"")
     # A torn file: a valid SQLite header over garbage pages (the real file's first bytes
     # depend on whether its WAL was folded in yet, which made this case flaky).
     header = bytearray(100)

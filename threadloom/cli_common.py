@@ -253,6 +253,8 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
             raise CliError(f"cannot read checkpoint database {db!r}: {exc.strerror}") from exc
         if head and head != SQLITE_MAGIC:
             raise CliError(f"{db!r} is not a SQLite database (unreadable or corrupt file)")
+        if not head and must_exist:  # reading must not turn an empty file into a database
+            raise CliError(f"{db!r} is empty: no checkpoint database there yet")
     try:
         cp = SqliteCheckpointer(path)
     except sqlite3.DatabaseError as exc:
