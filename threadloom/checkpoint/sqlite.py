@@ -19,6 +19,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +73,9 @@ class SqliteCheckpointer(StoredCheckpointer):
         self._shared_lock = threading.RLock() if self.path == ":memory:" else None
         self._pid = os.getpid()
         self._closed = False
+        # Connections left open at exit (e.g. one per worker thread) are closed then, so
+        # SQLite folds the WAL into the file: the ``.db`` alone holds every thread.
+        self._finalizer = weakref.finalize(self, _close_all, self._conns, self._pid)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._tx(True) as tx:
@@ -99,7 +103,9 @@ class SqliteCheckpointer(StoredCheckpointer):
             self._pid = os.getpid()
             self._local = threading.local()
             with self._conns_lock:
+                self._finalizer.detach()
                 self._conns = []
+                self._finalizer = weakref.finalize(self, _close_all, self._conns, self._pid)
         if self._shared_lock is not None:
             conn = getattr(self, "_shared_conn", None)
             if conn is None:
@@ -156,9 +162,17 @@ class SqliteCheckpointer(StoredCheckpointer):
         """Close every connection this checkpointer opened (in any thread)."""
         self._closed = True
         with self._conns_lock:
-            conns, self._conns = self._conns, []
-        for conn in conns:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
+            _close_all(self._conns, self._pid)
+
+
+def _close_all(conns: list[sqlite3.Connection], pid: int) -> None:
+    """Close and forget ``conns``; in a forked child (``pid`` is the parent's), leave the
+    parent's handles alone."""
+    if os.getpid() != pid:
+        return
+    for conn in conns:
+        try:
+            conn.close()
+        except sqlite3.Error:
+            pass
+    conns.clear()
