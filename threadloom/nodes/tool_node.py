@@ -246,7 +246,20 @@ class ToolNode:
         selected = self.tools_by_name.get(name)
         if selected is None:
             return self._unknown(call_id, name)
-        args, problem = parse_tool_args(call.get("args"))
+        raw = call.get("args")
+        if (inline and selected.coroutine is None and selected.func is not None
+                and type(selected) is Tool):
+            # A lone sync call of a plain Tool with plain arguments (see
+            # Tool.plain_kwargs): what the general path below does for it, its keyword
+            # arguments made without the pydantic round trip.
+            kwargs = selected.plain_kwargs(raw)
+            if kwargs is not None:
+                try:
+                    value = selected.func(**kwargs)  # type: ignore[misc]
+                except Exception as exc:
+                    return _error(call_id, name, self._format_exception(exc))
+                return self._to_result(value, call_id, name)
+        args, problem = parse_tool_args(raw)
         if args is None:
             return self._bad_args(call_id, name, f"{problem}; got: {_excerpt(call.get('args'))}")
         try:
