@@ -633,3 +633,30 @@ def test_a_run_with_plain_tool_arguments_matches_the_validated_run(
     fast = run()
     monkeypatch.setattr(Tool, "plain_kwargs", lambda self, args: None)
     assert fast == run()
+
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=range(len(REPLIES)))
+def test_an_async_reply_is_the_sync_reply(reply: AIMessage) -> None:
+    msgs: list[BaseMessage] = [HumanMessage("hello there"), AIMessage("x" * 9)]
+    sync = ScriptedChatModel([reply], name="n").invoke(msgs)
+    made = asyncio.run(ScriptedChatModel([reply], name="n").ainvoke(msgs))
+    a, b = sync.model_dump(), made.model_dump()
+    if not reply.id:
+        assert a.pop("id").startswith("msg_") and b.pop("id").startswith("msg_")
+    assert a == b and made.model_fields_set == sync.model_fields_set
+    assert list(made.__dict__) == list(sync.__dict__)
+
+
+@pytest.mark.parametrize("content", ["", "abc", "abcde", [{"type": "text", "text": "xy"}],
+                                     [{"type": "image_url", "image_url": {}}]])
+@pytest.mark.parametrize("raws", [[], ["{}"], ['{"x": 1}', '{"y": "zz"}']])
+def test_the_usage_estimate_counts_the_joined_text(content: Any, raws: list[str]) -> None:
+    from threadloom.models.scripted import _estimate_tokens, _estimate_usage, _text
+
+    msgs: list[BaseMessage] = [HumanMessage("hello"), HumanMessage([{"type": "text",
+                                                                     "text": "abc"}])]
+    usage = _estimate_usage(msgs, content, raws)
+    assert usage["output_tokens"] == _estimate_tokens(_text(content) + "".join(raws))
+    assert usage["input_tokens"] == sum(_estimate_tokens(m.text) for m in msgs)
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
