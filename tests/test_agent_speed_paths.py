@@ -16,7 +16,7 @@ import uuid
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 from threadloom import create_agent, tool
@@ -39,7 +39,7 @@ from threadloom.models.base import new_message_id
 from threadloom.models.scripted import _flat_json
 from threadloom.nodes import ToolNode
 from threadloom.reducers import add_messages
-from threadloom.tools import InjectedToolCallId, format_tool_output
+from threadloom.tools import InjectedState, InjectedToolCallId, format_tool_output
 
 # -- ids ---------------------------------------------------------------------------------
 
@@ -514,3 +514,149 @@ def test_sync_invoke_runs_the_sync_tool_calls_of_one_reply_concurrently() -> Non
     out = agent.invoke({"messages": [("user", "go")]})
     assert [m.text for m in out["messages"] if m.type == "tool"] == ["met 0", "met 1", "met 2"]
     assert out["messages"][-1].text == "done"
+
+
+# -- second pass: plain tool arguments, model reply shortcuts -------------------------------
+
+
+@tool
+def _plain_tool(n: int, s: str, flag: bool, f: float) -> str:
+    """A tool whose arguments all qualify for Tool.plain_kwargs."""
+    return f"{n!r}|{s!r}|{flag!r}|{f!r}"
+
+
+class _Text(str):
+    pass
+
+
+PLAIN_ARGS = [
+    {"n": 1, "s": "a", "flag": True, "f": 1.5},
+    {"n": 10**30, "s": "\ud800", "flag": False, "f": float("nan")},
+    {"n": True, "s": "a", "flag": True, "f": 1.5},  # bool for int: pydantic converts
+    {"n": 1, "s": "a", "flag": True, "f": 2},  # int for float: pydantic converts
+    {"n": 1.0, "s": "a", "flag": True, "f": 2.0},
+    {"n": 1, "s": _Text("a"), "flag": True, "f": 2.0},  # a str subclass becomes a str
+    {"n": "1", "s": "a", "flag": "true", "f": "2"},
+    {"n": 1, "s": "a", "flag": True, "f": 2.0, "extra": 1},  # ignored by the model
+    {"n": 1, "s": "a", "flag": True},  # missing: a validation error
+    {"n": None, "s": "a", "flag": True, "f": 2.0},
+    {"s": "a", "flag": True, "f": 2.0, "x": 1},  # as many keys, one unknown
+]
+
+
+@pytest.mark.parametrize("args", PLAIN_ARGS, ids=range(len(PLAIN_ARGS)))
+def test_plain_tool_kwargs_are_the_validated_kwargs(args: dict[str, Any]) -> None:
+    fast = _plain_tool.plain_kwargs(args)
+    try:
+        validated = _plain_tool.parse_args(args)
+    except Exception:  # noqa: BLE001 - the general path refuses: the shortcut must too
+        assert fast is None
+        return
+    general = _plain_tool._call_kwargs(validated, None, "c1", {}, None)
+    if fast is not None:
+        assert fast == general
+        assert list(fast) == list(general)
+        assert [type(v) for v in fast.values()] == [type(v) for v in general.values()]
+
+
+def _not_plain_tools() -> list[Any]:
+    class Args(BaseModel):
+        x: int
+
+    def defaulted(x: int = 1) -> int:
+        """D."""
+        return x
+
+    def bounded(x: Annotated[int, Field(gt=0)]) -> int:
+        """B."""
+        return x
+
+    def injected(x: int, state: Annotated[Any, InjectedState]) -> int:
+        """I."""
+        return x
+
+    def listed(x: list[int]) -> int:
+        """L."""
+        return 0
+
+    def optional(x: int | None) -> int:
+        """O."""
+        return 0
+
+    def renamed(_x: int) -> int:
+        """R."""
+        return _x
+
+    def given(x: int) -> int:
+        """G."""
+        return x
+
+    return [tool(defaulted), tool(bounded), tool(injected), tool(listed), tool(optional),
+            tool(renamed), tool(args_schema=Args)(given)]
+
+
+def test_tools_outside_the_plain_shape_take_the_validated_path() -> None:
+    for made in _not_plain_tools():
+        assert made.plain_kwargs({"x": 1}) is None, made.name
+        assert made.plain_kwargs({"_x": 1}) is None, made.name
+    described = tool(_plain_tool.func)  # descriptions from the docstring keep it plain
+    assert described.plain_kwargs(PLAIN_ARGS[0]) is not None
+    swapped = tool(_plain_tool.func)
+    swapped.args_model = _not_plain_tools()[-1].args_model  # a model set after the fact
+    assert swapped.plain_kwargs(PLAIN_ARGS[0]) is None
+
+
+@pytest.mark.parametrize("args", PLAIN_ARGS[:6], ids=range(6))
+@pytest.mark.parametrize("raises", [False, True])
+def test_a_run_with_plain_tool_arguments_matches_the_validated_run(
+        args: dict[str, Any], raises: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadloom.tools import Tool
+
+    @tool
+    def act(n: int, s: str, flag: bool, f: float) -> str:
+        """Act."""
+        if raises:
+            raise ValueError(f"bad {n!r}")
+        return f"{n!r}|{s!r}|{flag!r}|{f!r}"
+
+    def script(messages: list[BaseMessage], tools: Any = None) -> AIMessage:
+        if messages[-1].type == "tool":
+            return AIMessage("done", id="end")
+        return AIMessage("", id="a1", tool_calls=[{"name": "act", "args": dict(args),
+                                                   "id": "c1"}])
+
+    def run() -> list[Any]:
+        agent = create_agent(ScriptedChatModel(script), tools=[act])
+        out = agent.invoke({"messages": [HumanMessage("go", id="h")]})
+        return _normalised([out])
+
+    fast = run()
+    monkeypatch.setattr(Tool, "plain_kwargs", lambda self, args: None)
+    assert fast == run()
+
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=range(len(REPLIES)))
+def test_an_async_reply_is_the_sync_reply(reply: AIMessage) -> None:
+    msgs: list[BaseMessage] = [HumanMessage("hello there"), AIMessage("x" * 9)]
+    sync = ScriptedChatModel([reply], name="n").invoke(msgs)
+    made = asyncio.run(ScriptedChatModel([reply], name="n").ainvoke(msgs))
+    a, b = sync.model_dump(), made.model_dump()
+    if not reply.id:
+        assert a.pop("id").startswith("msg_") and b.pop("id").startswith("msg_")
+    assert a == b and made.model_fields_set == sync.model_fields_set
+    assert list(made.__dict__) == list(sync.__dict__)
+
+
+@pytest.mark.parametrize("content", ["", "abc", "abcde", [{"type": "text", "text": "xy"}],
+                                     [{"type": "image_url", "image_url": {}}]])
+@pytest.mark.parametrize("raws", [[], ["{}"], ['{"x": 1}', '{"y": "zz"}']])
+def test_the_usage_estimate_counts_the_joined_text(content: Any, raws: list[str]) -> None:
+    from threadloom.models.scripted import _estimate_tokens, _estimate_usage, _text
+
+    msgs: list[BaseMessage] = [HumanMessage("hello"), HumanMessage([{"type": "text",
+                                                                     "text": "abc"}])]
+    usage = _estimate_usage(msgs, content, raws)
+    assert usage["output_tokens"] == _estimate_tokens(_text(content) + "".join(raws))
+    assert usage["input_tokens"] == sum(_estimate_tokens(m.text) for m in msgs)
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]

@@ -162,9 +162,9 @@ class ModelStep:
         nodes = self.nodes
         if opts is None:
             opts = run_options()
-        hooks = nodes.hooks
+        hooks = nodes.hooks.hooks  # HookRunner.has(point) is bool(hooks[point])
         if (self.handler is not None or opts.trace or opts.streaming_callback is not None
-                or hooks.has("before_llm") or hooks.has("after_llm")):
+                or hooks["before_llm"] or hooks["after_llm"]):
             return await self(nodes, state, opts)
         stored = state["messages"]
         if (state.get("step_count") or 0) >= nodes.rules.max_steps:
@@ -173,9 +173,12 @@ class ModelStep:
         prompts = nodes.prompts
         system = prompts.system_text(prompts.values(state)) if (
             prompts.system is not None) else None
-        tools = self.offered(state, opts)
-        wire = self.default_wire if tools is self.default_tools else [
-            self.wire(t) for t in tools]
+        if opts.tool_names is None and not opts.extra_tools:  # what offered() returns then
+            wire = self.default_wire
+        else:
+            tools = self.offered(state, opts)
+            wire = self.default_wire if tools is self.default_tools else [
+                self.wire(t) for t in tools]
         kwargs = self.generation_kwargs
         if opts.generation_kwargs:
             kwargs = {**kwargs, **opts.generation_kwargs}

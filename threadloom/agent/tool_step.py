@@ -149,11 +149,11 @@ class ToolStep:
             opts = run_options()
         stored = state["messages"]
         ai: Any = stored[-1] if stored else None
-        hooks = nodes.hooks
+        hooks = nodes.hooks.hooks  # HookRunner.has(point) is bool(hooks[point])
         if (ai is None or ai.type != "ai" or len(ai.tool_calls) != 1 or ai.invalid_tool_calls
                 or self.wrappers or self.structured is not None
                 or opts.tool_names is not None or opts.extra_tools
-                or hooks.has("before_tool") or hooks.has("after_tool")
+                or hooks["before_tool"] or hooks["after_tool"]
                 or ai.tool_calls[0]["name"] not in self.node.tools_by_name):
             return await self(nodes, state, opts)
         call = ai.tool_calls[0]

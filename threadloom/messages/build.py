@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 _M = TypeVar("_M", bound=BaseModel)
 
-_SET = object.__setattr__
+# ``object.__setattr__(obj, "__dict__", d)``, through the slot's descriptor (cheaper)
+_SET_DICT = BaseModel.__dict__["__dict__"].__set__
 # ``BaseModel``'s slots, set through their descriptors (cheaper than object.__setattr__)
 _SET_FIELDS = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
@@ -81,14 +82,10 @@ def construct_complete(cls: type[_M], data: dict[str, Any], given: Iterable[str]
 
 
 def _fill(obj: BaseModel, data: dict[str, Any], given: Iterable[str]) -> None:
-    _SET(obj, "__dict__", data)
+    _SET_DICT(obj, data)
     _SET_FIELDS(obj, set(given))
     _SET_EXTRA(obj, {})
     _SET_PRIVATE(obj, None)
-
-
-def _opt_str(value: Any) -> bool:
-    return value is None or type(value) is str
 
 
 def _str_dict(value: Any) -> bool:
@@ -114,7 +111,8 @@ def _common(kwargs: dict[str, Any], kind: str) -> dict[str, Any] | None:
     content = kwargs["content"]
     mid = kwargs.get("id")
     name = kwargs.get("name")
-    if type(content) is not str or not _opt_str(mid) or not _opt_str(name):
+    if type(content) is not str or not (mid is None or type(mid) is str) or not (
+            name is None or type(name) is str):  # None or a str (inlined: hot)
         return None
     extra = kwargs.get("additional_kwargs")
     meta = kwargs.get("response_metadata")
@@ -196,7 +194,8 @@ def _ai(obj: BaseModel, kwargs: dict[str, Any]) -> bool:
         return False  # invalid calls are rare: pydantic checks them
     reasoning = kwargs.get("reasoning_content")
     refusal = kwargs.get("refusal")
-    if not _opt_str(reasoning) or not _opt_str(refusal):
+    if not (reasoning is None or type(reasoning) is str) or not (
+            refusal is None or type(refusal) is str):  # None or a str (inlined: hot)
         return False
     data["tool_calls"] = calls
     data["invalid_tool_calls"] = []

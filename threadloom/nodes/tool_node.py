@@ -197,19 +197,19 @@ class ToolNode:
         task_id = task.task_id if task is not None else None
         # A router may relabel "length" as "tool_calls": one cut-off call marks the whole
         # reply as cut off, and then even its complete calls are suspect (H14).
-        truncated = message.finish_reason == "length" or any(
-            looks_truncated(call.get("args")) for call in message.invalid_tool_calls
-        )
+        invalid = message.invalid_tool_calls
+        truncated = message.finish_reason == "length" or (bool(invalid) and any(
+            looks_truncated(call.get("args")) for call in invalid))
         # A lone call in a step the engine marks blocking_ok (a sync run's private loop)
         # runs a sync tool on this thread: there is nothing to overlap it with.
-        lone = len(message.tool_calls) + len(message.invalid_tool_calls) == 1
+        calls = message.tool_calls
+        lone = len(calls) + len(invalid) == 1
         inline = alone and lone and task is not None and task.blocking_ok
+        if lone and calls:  # the loop below for one call: no list, no extra event-loop turn
+            return [await self._answer(calls[0], truncated, state, config, task_id, inline)]
         # the calls are only read, never kept: no copies
-        jobs = [
-            self._answer(call, truncated, state, config, task_id, inline)
-            for call in message.tool_calls
-        ]
-        jobs += [self._answer_invalid(bad, truncated) for bad in message.invalid_tool_calls]
+        jobs = [self._answer(call, truncated, state, config, task_id, inline) for call in calls]
+        jobs += [self._answer_invalid(bad, truncated) for bad in invalid]
         if lone:  # nothing to run concurrently: no task, no extra event-loop turn
             return [await jobs[0]]
         outcomes = await asyncio.gather(*jobs, return_exceptions=True)
@@ -246,7 +246,20 @@ class ToolNode:
         selected = self.tools_by_name.get(name)
         if selected is None:
             return self._unknown(call_id, name)
-        args, problem = parse_tool_args(call.get("args"))
+        raw = call.get("args")
+        if (inline and selected.coroutine is None and selected.func is not None
+                and type(selected) is Tool):
+            # A lone sync call of a plain Tool with plain arguments (see
+            # Tool.plain_kwargs): what the general path below does for it, its keyword
+            # arguments made without the pydantic round trip.
+            kwargs = selected.plain_kwargs(raw)
+            if kwargs is not None:
+                try:
+                    value = selected.func(**kwargs)  # type: ignore[misc]
+                except Exception as exc:
+                    return _error(call_id, name, self._format_exception(exc))
+                return self._to_result(value, call_id, name)
+        args, problem = parse_tool_args(raw)
         if args is None:
             return self._bad_args(call_id, name, f"{problem}; got: {_excerpt(call.get('args'))}")
         try:

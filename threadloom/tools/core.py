@@ -83,6 +83,10 @@ class Tool:
             name, impl, param_docs, args_schema
         )
         self._schema: dict[str, Any] | None = None
+        # (the model it was made for, (parameter, exact type) per field) or None
+        self._plain: _PlainPlan | None = (
+            _plain_fields(self.args_model, self._field_names)
+            if args_schema is None and not self._injected else None)
 
     @property
     def takes_injections(self) -> bool:
@@ -140,6 +144,29 @@ class Tool:
             raise ToolError(
                 f"invalid arguments for tool {self.name!r}: {problems}", tool_name=self.name
             ) from exc
+
+    def plain_kwargs(self, args: Any) -> dict[str, Any] | None:
+        """``_call_kwargs(parse_args(args), ...)`` for the usual arguments, made without
+        pydantic; None when that shortcut does not apply (then validate as usual).
+
+        It applies to a tool whose argument model was built from its signature (no
+        ``args_schema``), whose parameters are all required, none injected, each a plain
+        ``int``, ``str``, ``bool`` or ``float`` without constraints, and to ``args``
+        holding exactly those names, each value of exactly that type. pydantic's
+        validation then returns every value unchanged (lax mode converts only other
+        types, which take the general path), so the keyword arguments are equal.
+        """
+        plain = self._plain
+        if (plain is None or type(args) is not dict or len(args) != len(plain[1])
+                or plain[0] is not self.args_model or self._injected):
+            return None
+        kwargs: dict[str, Any] = {}
+        for pname, kind in plain[1]:
+            value = args.get(pname, _MISSING)
+            if type(value) is not kind:
+                return None
+            kwargs[pname] = value
+        return kwargs
 
     def _kwargs(self, validated: BaseModel, injections: dict[str, Any]) -> dict[str, Any]:
         kwargs = {p: getattr(validated, f) for p, f in self._field_names.items()}
@@ -254,6 +281,34 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, return_direct={self.return_direct})"
+
+
+_MISSING: Any = object()
+_PLAIN_TYPES = (int, str, bool, float)
+_PlainPlan = tuple[type[BaseModel], tuple[tuple[str, type], ...]]
+
+
+def _plain_fields(model: type[BaseModel], field_names: dict[str, str]) -> _PlainPlan | None:
+    """The plan of ``Tool.plain_kwargs`` for an argument model built from a signature:
+    ``(model, ((parameter, type), ...))`` when every field is a required, unconstrained,
+    unaliased ``int``/``str``/``bool``/``float`` named as its parameter; else None."""
+    if model.model_config.get("strict") or any(
+            getattr(model.__pydantic_decorators__, kind)
+            for kind in ("validators", "field_validators", "root_validators",
+                         "model_validators")):
+        return None
+    plan: list[tuple[str, type]] = []
+    fields = model.model_fields
+    for pname, fname in field_names.items():
+        info = fields.get(fname)
+        if (info is None or fname != pname or info.annotation not in _PLAIN_TYPES
+                or info.metadata or not info.is_required() or info.alias is not None
+                or info.validation_alias is not None):
+            return None
+        plan.append((pname, info.annotation))  # type: ignore[arg-type]
+    if len(plan) != len(fields):
+        return None
+    return model, tuple(plan)
 
 
 def _make_tool(
