@@ -86,18 +86,18 @@ def test_carried_refs_read_back_every_checkpoint_equal() -> None:
 
 def _waiting(cp: InMemoryCheckpointer, thread: str) -> list[tuple[str, str]]:
     """Keys of the thread's blobs stored raw although big enough to deflate."""
-    blobs = cp._data[thread][""].blobs
-    return [k for k, r in blobs.items() if r.data[:1] == _RAW and len(r.data) > _SMALL]
+    rows = cp._data[thread][""].rows()
+    return [k for k, r in rows if r.data[:1] == _RAW and len(r.data) > _SMALL]
 
 
 def test_blobs_are_deflated_once_a_save_goes_to_another_thread() -> None:
     cp = InMemoryCheckpointer()
     _run(cp, "a", forget=False)
     waiting = _waiting(cp, "a")
-    assert waiting and sorted(k for _, k in cp._raw) == sorted(waiting)
+    assert waiting and sorted(bid for _, bid in cp._raw) == sorted(bid for _, bid in waiting)
     before = cp.get_tuple({"configurable": {"thread_id": "a"}})
     _run(cp, "b", forget=False)
-    blobs = cp._data["a"][""].blobs
+    blobs = dict(cp._data["a"][""].rows())
     assert _waiting(cp, "a") == [] and all(blobs[k].data[:1] == _DEFLATED for k in waiting)
     assert _waiting(cp, "b")
     cp.clear_caches()
@@ -111,10 +111,56 @@ def test_one_long_thread_deflates_in_batches() -> None:
     for _ in range(6):  # 7 big blobs each
         _run(cp, "one", forget=False)
         assert len(cp._raw) < _BATCH
-    rows = cp._data["one"][""].blobs.values()
+    rows = [r for _, r in cp._data["one"][""].rows()]
     assert any(r.data[:1] == _DEFLATED for r in rows)
     cp.clear_caches()
     history = list(cp.list({"configurable": {"thread_id": "one"}}))
     assert [h.checkpoint["channel_values"] for h in reversed(history)] == [
         values for _ in range(6) for values, _ in _steps()
     ]
+
+
+def test_blob_rows_round_trip_as_bytes() -> None:
+    from threadloom.checkpoint.blobs import BlobRow
+    from threadloom.checkpoint.memory import _pack, _row, _row_bytes, _row_data_at, _row_fields
+
+    cases = [
+        BlobRow(None, "1.abc", -1, 0, b'{"a":1}'),
+        BlobRow("2.abc", "1.abc", 7, 3, b"[1,2]"),
+        BlobRow("3.\u00e9\u4e2d\x00", "1.\u00e9", 0, 0, b""),
+        BlobRow(None, "", 2**40, 2**33, b"x" * 500),
+    ]
+    for row in cases:
+        for packed in (_RAW + row.data, _pack(row.data)):
+            stored = _row_bytes(row.base, row.snap, row.n, row.chain, packed)
+            assert _row(stored) == row
+            at = _row_data_at(stored)
+            assert stored[at:] == packed
+            assert _row_fields(stored) == (row.base, row.snap, row.n, row.chain, at)
+
+
+def test_stored_rows_read_back_through_every_primitive() -> None:
+    cp = InMemoryCheckpointer()
+    _run(cp, "t", forget=False)
+    space = cp._data["t"][""]
+    rows = dict(space.rows())
+    assert rows and not any(type(r) is not bytes for c in space.blobs.values() for r in c.values())
+    with cp._tx(False) as tx:
+        index = tx.blob_index("t", "")
+        assert index == {k: r.base for k, r in rows.items()}
+        fetched = tx.fetch_blobs("t", "", [*rows, ("messages", "nope"), ("nope", "1.x")])
+        assert set(fetched) == set(rows)
+        for key, row in fetched.items():
+            assert row._replace(data=b"") == rows[key]._replace(data=b"")
+            assert tx.blob_exists("t", "", *key)
+        assert not tx.blob_exists("t", "", "messages", "nope")
+        snaps = {(c, r.snap) for (c, _), r in rows.items()}
+        for channel, snap in snaps:
+            chain = tx.fetch_chain("t", "", channel, snap)
+            want = {b for (c, b), r in rows.items() if c == channel and r.snap == snap}
+            assert set(chain) == want
+    assert cp.prune("t", keep_last=1) > 0
+    cp.clear_caches()
+    latest = cp.get_tuple({"configurable": {"thread_id": "t"}})
+    assert latest is not None
+    assert latest.checkpoint["channel_values"] == _steps()[-1][0]

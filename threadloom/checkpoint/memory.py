@@ -9,8 +9,10 @@ cache: replace state values, never mutate them in place (docs/persistence.md).
 
 from __future__ import annotations
 
+import struct
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
@@ -66,6 +68,46 @@ def _pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes) -> b
 _LENGTHS = [bytes((n,)) for n in range(256)]
 
 
+# A stored blob row is one bytes object (no GC-tracked tuple per blob, see _Ns):
+# n, chain, the byte lengths of base (_NO_BASE: None) and snap, then base, snap and the
+# data as _pack/_RAW wrote it.
+_ROW_HEAD = struct.Struct(">qqII")
+_NO_BASE = 0xFFFFFFFF
+_HEAD = _ROW_HEAD.size
+
+
+def _row_bytes(base: str | None, snap: str, n: int, chain: int, data: bytes) -> bytes:
+    """One blob row as stored: ``data`` already carries its _RAW/_DEFLATED flag."""
+    snap_b = snap.encode()
+    if base is None:
+        return b"".join((_ROW_HEAD.pack(n, chain, _NO_BASE, len(snap_b)), snap_b, data))
+    base_b = base.encode()
+    return b"".join((_ROW_HEAD.pack(n, chain, len(base_b), len(snap_b)), base_b, snap_b, data))
+
+
+def _row_data_at(row: bytes) -> int:
+    """Where the data (flag byte first) of a stored row starts."""
+    _, _, nb, ns = _ROW_HEAD.unpack_from(row)
+    return _HEAD + (0 if nb == _NO_BASE else nb) + ns
+
+
+def _row_fields(row: bytes) -> tuple[str | None, str, int, int, int]:
+    """``(base, snap, n, chain, data offset)`` of a stored row."""
+    n, chain, nb, ns = _ROW_HEAD.unpack_from(row)
+    at = _HEAD
+    base = None
+    if nb != _NO_BASE:
+        base = row[at : at + nb].decode()
+        at += nb
+    return base, row[at : at + ns].decode(), n, chain, at + ns
+
+
+def _row(row: bytes) -> BlobRow:
+    """A stored row as the ``BlobRow`` it holds, data inflated."""
+    base, snap, n, chain, at = _row_fields(row)
+    return BlobRow(base, snap, n, chain, _unpack(row[at:]))
+
+
 def _unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
     raw = _unpack(data)
     n = raw[0]
@@ -81,20 +123,28 @@ class _Ns:
     kept deflated with a preset dictionary: a 10-message thread stays under 10 KB
     resident. Smaller checkpoint rows (~120 bytes for such a thread) are kept raw, as
     deflating one would cost as much as the rest of a save.
+
+    Blobs are kept as ``channel -> blob id -> row bytes`` (``_row_bytes``): str keys and
+    bytes values are not tracked by the garbage collector, so a saved blob adds no
+    object that collections must visit (a ``(channel, id)`` tuple and a ``BlobRow`` per
+    blob made the collector run every ~17 agent runs).
     """
 
     __slots__ = ("checkpoints", "blobs", "writes", "sorted", "last")
 
     def __init__(self) -> None:
         self.checkpoints: dict[str, bytes] = {}
-        self.blobs: dict[tuple[str, str], BlobRow] = {}
+        self.blobs: dict[str, dict[str, bytes]] = {}
         self.writes: dict[str, dict[tuple[str, int], tuple[str, bytes]]] = {}
         self.sorted = True  # checkpoints are in id order
         self.last = ""  # the greatest id inserted (perhaps deleted since)
 
-
-def _inflate(row: BlobRow) -> BlobRow:
-    return row._replace(data=_unpack(row.data))
+    def rows(self) -> Iterator[tuple[tuple[str, str], BlobRow]]:
+        """Every blob as ``((channel, blob id), row)``, data as stored (maybe deflated)."""
+        for channel, rows in self.blobs.items():
+            for bid, row in rows.items():
+                base, snap, n, chain, at = _row_fields(row)
+                yield (channel, bid), BlobRow(base, snap, n, chain, row[at:])
 
 
 class _Locked:
@@ -205,7 +255,7 @@ class _MemoryTx:
 
     def blob_exists(self, thread_id: str, ns: str, channel: str, bid: str) -> bool:
         space = self._ns(thread_id, ns)
-        return space is not None and (channel, bid) in space.blobs
+        return space is not None and bid in space.blobs.get(channel, ())
 
     def fetch_blobs(
         self, thread_id: str, ns: str, keys: list[tuple[str, str]]
@@ -213,27 +263,50 @@ class _MemoryTx:
         space = self._ns(thread_id, ns)
         if space is None:
             return {}
-        return {k: _inflate(space.blobs[k]) for k in keys if k in space.blobs}
+        out: dict[tuple[str, str], BlobRow] = {}
+        blobs = space.blobs
+        for channel, bid in keys:
+            row = blobs.get(channel, {}).get(bid)
+            if row is not None:
+                out[(channel, bid)] = _row(row)
+        return out
 
     def fetch_chain(self, thread_id: str, ns: str, channel: str, snap: str) -> dict[str, BlobRow]:
         space = self._ns(thread_id, ns)
         if space is None:
             return {}
-        blobs = space.blobs.items()
-        return {b: _inflate(row) for (c, b), row in blobs if c == channel and row.snap == snap}
+        out: dict[str, BlobRow] = {}
+        for bid, row in space.blobs.get(channel, {}).items():
+            base, row_snap, n, chain, at = _row_fields(row)
+            if row_snap == snap:
+                out[bid] = BlobRow(base, row_snap, n, chain, _unpack(row[at:]))
+        return out
 
     def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         if blobs:
-            self.s._insert_blobs(self._ns_create(thread_id, ns).blobs, blobs)
+            self.s._insert_blobs(self._ns_create(thread_id, ns), blobs)
 
     def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]:
         space = self._ns(thread_id, ns)
-        return {k: row.base for k, row in space.blobs.items()} if space else {}
+        if space is None:
+            return {}
+        return {
+            (channel, bid): _row_fields(row)[0]
+            for channel, rows in space.blobs.items()
+            for bid, row in rows.items()
+        }
 
     def delete_blobs(self, thread_id: str, ns: str, keys: list[tuple[str, str]]) -> None:
         space = self._ns(thread_id, ns)
-        for key in keys if space else ():
-            space.blobs.pop(key, None)  # type: ignore[union-attr]
+        if space is None:
+            return
+        blobs = space.blobs
+        for channel, bid in keys:
+            rows = blobs.get(channel)
+            if rows is not None:
+                rows.pop(bid, None)
+                if not rows:
+                    del blobs[channel]
 
     def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]:
         space = self._ns(thread_id, ns)
@@ -297,7 +370,9 @@ class InMemoryCheckpointer(StoredCheckpointer):
         self._threads: dict[str, tuple[float | None, float | None]] = {}
         self._leases: dict[str, Lease] = {}
         self._lock = threading.RLock()
-        self._raw: list[tuple[dict[tuple[str, str], BlobRow], tuple[str, str]]] = []
+        # blobs stored raw until _deflate_raw: (the channel's rows, blob id), all of _raw_ns
+        self._raw: list[tuple[dict[str, bytes], str]] = []
+        self._raw_ns: _Ns | None = None
         self._txn = _MemoryTx(self)
         self._locked = _Locked(self._lock, self._txn)
 
@@ -318,12 +393,12 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 stored = space.blobs if space is not None else {}
                 for i, blob in enumerate(new):
                     base = blob.row.base
-                    if base is not None and (blob.channel, base) not in stored:
+                    if base is not None and base not in stored.get(blob.channel, ()):
                         new[i] = self.blobs.snapshot(blob)
             if space is None:
                 space = self._txn._ns_create(thread_id, ns)
             if new:
-                self._insert_blobs(space.blobs, new)
+                self._insert_blobs(space, new)
             if cid > space.last:
                 space.last = cid
             elif space.checkpoints:
@@ -333,7 +408,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 self._touch(self._txn, thread_id)
             return len(space.checkpoints) if self.keep_latest else 0
 
-    def _insert_blobs(self, stored: dict[tuple[str, str], BlobRow], new: list[NewBlob]) -> None:
+    def _insert_blobs(self, space: _Ns, new: list[NewBlob]) -> None:
         """Store blobs raw; the ones worth deflating are deflated in batches.
 
         Deflating one small blob costs most in warming zlib's state (~15 KB copied from
@@ -344,25 +419,29 @@ class InMemoryCheckpointer(StoredCheckpointer):
         (``_unpack``); at most ``_BATCH`` blobs per store are held raw meanwhile.
         """
         raw = self._raw
-        if raw and raw[0][0] is not stored:
+        if raw and self._raw_ns is not space:
             self._deflate_raw()
+        self._raw_ns = space
+        blobs = space.blobs
         for channel, bid, row, _ in new:
-            key = (channel, bid)
-            if key not in stored:
-                data = row.data
-                stored[key] = _new_blob_row(BlobRow, (*row[:4], _RAW + data))
+            stored = blobs.get(channel)
+            if stored is None:
+                stored = blobs[channel] = {}
+            if bid not in stored:
+                base, snap, n, chain, data = row
+                stored[bid] = _row_bytes(base, snap, n, chain, _RAW + data)
                 if len(data) >= _SMALL:
-                    raw.append((stored, key))
+                    raw.append((stored, bid))
         if len(raw) >= _BATCH:
             self._deflate_raw()
 
     def _deflate_raw(self) -> None:
         """Deflate the blobs ``_insert_blobs`` stored raw (caller holds the lock)."""
-        for stored, key in self._raw:
-            row = stored.get(key)
-            if row is not None and row.data[:1] == _RAW:
-                stored[key] = _new_blob_row(BlobRow, (*row[:4], _pack(row.data[1:])))
+        for stored, bid in self._raw:
+            row = stored.get(bid)
+            if row is not None:
+                at = _row_data_at(row)
+                if row[at : at + 1] == _RAW:
+                    stored[bid] = row[:at] + _pack(row[at + 1 :])
         self._raw.clear()
-
-
-_new_blob_row = tuple.__new__  # BlobRow(...) without the Python-level __new__ of a NamedTuple
+        self._raw_ns = None
