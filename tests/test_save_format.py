@@ -82,6 +82,34 @@ def test_checkpoint_ts_is_none_for_other_ids(cid: str) -> None:
     assert checkpoint_ts(cid) is None
 
 
+@pytest.mark.parametrize("ns", [1, 999_999, 1_000_000_000, 1_099_999_999, 1_152_921_504_606_846_975,
+                                1_152_921_504_606_846_976, 1_700_000_000_000_000_000,
+                                1_700_000_000_000_001_000, 1_700_000_000_099_999_999,
+                                1_700_000_000_100_000_000, 1_700_000_000_999_999_999,
+                                1_700_000_001_000_000_000, 1_700_000_001_123_456_789])
+def test_new_id_and_ts_at_fixed_times_equal_the_general_forms(
+    ns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast formatting of new_checkpoint_id_ts (unpadded hex from 2**60 ns, 6-digit
+    micros unpadded, the second remembered) writes what the padded forms write."""
+    import time
+
+    from threadloom.checkpoint import base
+
+    monkeypatch.setattr(base, "_last_id", [0])
+    monkeypatch.setattr(time, "time_ns", lambda: ns)
+    for _ in range(2):  # a new second, then the remembered one
+        monkeypatch.setattr(base, "_last_id", [0])
+        cid, ts = new_checkpoint_id_ts()
+        assert cid == f"{ns:016x}{base._process_tag[0]}"
+        us = ns // 1000
+        want = dt.datetime.fromtimestamp(us // 1_000_000, dt.UTC).replace(
+            microsecond=us % 1_000_000).isoformat()
+        assert ts == want
+        base._last_ts[0] = ("", None)
+        assert checkpoint_ts(cid) == ts
+
+
 def test_new_ids_carry_their_ts_and_stay_ordered() -> None:
     pairs = [new_checkpoint_id_ts() for _ in range(50)] + [(new_checkpoint_id(), "")]
     ids = [cid for cid, _ in pairs]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from threadloom import InMemoryCheckpointer
 from threadloom.checkpoint.base import new_checkpoint_id_ts
 from threadloom.checkpoint.memory import _BATCH, _DEFLATED, _RAW, _SMALL
@@ -164,3 +166,153 @@ def test_stored_rows_read_back_through_every_primitive() -> None:
     latest = cp.get_tuple({"configurable": {"thread_id": "t"}})
     assert latest is not None
     assert latest.checkpoint["channel_values"] == _steps()[-1][0]
+
+
+# -- the engine's direct save (RunLoop._save_direct) ------------------------------------
+
+
+def _loop_graph(cp: Any) -> Any:
+    import operator
+    from typing import Annotated, TypedDict
+
+    from threadloom import END, START, Send, StateGraph, interrupt
+
+    class S(TypedDict, total=False):
+        n: int
+        log: Annotated[list, operator.add]
+        ask: bool
+
+    def step(s: S) -> dict[str, Any]:
+        if s.get("ask") and s["n"] == 2:
+            interrupt("more?")
+        return {"n": s["n"] + 1, "log": [f"step{s['n']}"]}
+
+    def route(s: S) -> Any:
+        if s["n"] >= 4:
+            return END
+        return [Send("fan", {"n": s["n"], "log": []}), "step"] if s["n"] == 1 else "step"
+
+    g = StateGraph(S)
+    g.add_node("step", step)
+    g.add_node("fan", lambda s: {"log": ["fan"]})
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", route, ["step", "fan", END])
+    g.add_edge("fan", END)
+    return g.compile(checkpointer=cp)
+
+
+def _history(cp: Any, thread: str) -> list[Any]:
+    """Every stored checkpoint of ``thread``, ids and times blanked, oldest first."""
+    out = []
+    for t in reversed(list(cp.list({"configurable": {"thread_id": thread}}))):
+        ck = dict(t.checkpoint, id="", ts="")
+        writes = sorted((w.channel, _events([w.value])[0]) for w in t.pending_writes)
+        out.append((ck, t.metadata, t.parent_config is None, writes))
+    return out
+
+
+def _events(events: list[Any]) -> list[Any]:
+    import re
+
+    return [re.sub(r"[0-9a-f]{24,32}", "ID", repr(e)) for e in events]
+
+
+def _drive(app: Any, thread: str, how: str) -> list[Any]:
+    """Run ``thread`` to a pause and resume it, returning what the runs streamed."""
+    import asyncio
+
+    from threadloom import Command
+
+    modes = ["checkpoints", "debug", "values", "updates"]
+    first, again = {"n": 0, "log": [], "ask": True}, Command(resume="yes")
+    if how == "private":
+        return [*app.stream(first, thread_id=thread, stream_mode=modes),
+                *app.stream(again, thread_id=thread, stream_mode=modes)]
+
+    async def run() -> list[Any]:
+        out = [e async for e in app.astream(first, thread_id=thread, stream_mode=modes,
+                                            durability=how)]
+        out += [e async for e in app.astream(again, thread_id=thread, stream_mode=modes,
+                                             durability=how)]
+        out.append(await app.ainvoke({"n": 0, "log": []}, thread_id=thread + "-i",
+                                     durability=how))
+        return out
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("how", ["private", "sync", "async", "exit"])
+def test_direct_saves_store_and_stream_what_the_general_path_does(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from threadloom.engine.scheduler import RunLoop
+
+    cp = InMemoryCheckpointer()
+    app = _loop_graph(cp)
+    direct_seen: list[bool] = []
+    real = RunLoop._saves_directly
+
+    def spy(self: RunLoop) -> bool:
+        direct_seen.append(real(self))
+        return direct_seen[-1]
+
+    monkeypatch.setattr(RunLoop, "_saves_directly", spy)
+    fast = _drive(app, "fast", how)
+    monkeypatch.setattr(RunLoop, "_saves_directly", lambda self: False)
+    slow = _drive(app, "slow", how)
+    assert any(direct_seen) == (how in ("private", "sync"))
+    assert _events(fast) == _events(slow)
+    assert _history(cp, "fast") == _history(cp, "slow")
+    if how != "private":
+        assert _history(cp, "fast-i") == _history(cp, "slow-i")
+
+
+def test_direct_saves_keep_a_lease_token_on_every_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A subgraph of a leased SQLite run saves directly (blocking_ok, no lease of its
+    own) and still carries the parent's token, so a run that lost its lease cannot
+    write."""
+    import tempfile
+    from pathlib import Path
+    from typing import TypedDict
+
+    from threadloom import START, SqliteCheckpointer, StateGraph
+    from threadloom.engine.errors import ThreadBusyError
+    from threadloom.engine.scheduler import RunLoop
+
+    class P(TypedDict, total=False):
+        n: int
+
+    direct: list[tuple[bool, bool]] = []
+    real = RunLoop._saves_directly
+
+    def spy(self: RunLoop) -> bool:
+        direct.append((bool(self.namespace), real(self)))
+        return direct[-1][1]
+
+    monkeypatch.setattr(RunLoop, "_saves_directly", spy)
+    with tempfile.TemporaryDirectory() as tmp:
+        cp = SqliteCheckpointer(str(Path(tmp) / "t.db"))
+        try:
+            def steal(s: P) -> dict[str, Any]:
+                cp.break_lease("t")
+                cp.acquire_lease("t", "someone-else", 60.0)
+                return {"n": 1}
+
+            inner = StateGraph(P)
+            inner.add_node("steal", steal)
+            inner.add_edge(START, "steal")
+            outer = StateGraph(P)
+            outer.add_node("sub", inner.compile())
+            outer.add_edge(START, "sub")
+            app = outer.compile(checkpointer=cp)
+            with pytest.raises(ThreadBusyError):
+                app.invoke({"n": 0}, thread_id="t")
+            assert direct == [(False, False), (True, True)]
+            saved = list(cp.list({"configurable": {"thread_id": "t"}}))
+            assert [t.checkpoint["channel_values"].get("n") for t in saved] == [0, 0]  # fenced
+            state = app.get_state(thread_id="t")
+            assert state.values == {"n": 0} and state.next == ("sub",)
+        finally:
+            cp.close()

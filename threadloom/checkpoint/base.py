@@ -107,23 +107,44 @@ def _next_ns() -> int:
 
 
 def new_checkpoint_id_ts() -> tuple[str, str]:
-    """A new checkpoint id (``new_checkpoint_id``) and its ``ts`` (``checkpoint_ts``)."""
+    """A new checkpoint id (``new_checkpoint_id``) and its ``ts`` (``checkpoint_ts``).
+
+    Called on every save, so it formats both with the cheapest equal forms: the hex time
+    unpadded once it has 16 digits (from 2006 on), and the microseconds as a plain int
+    once they have 6 digits, the current second's ISO prefix and bounds remembered.
+    """
     now = time.time_ns()
     with _id_lock:
         if now <= _last_id[0]:
             now = _last_id[0] + 1
         _last_id[0] = now
-    cid = f"{now:016x}{_process_tag[0]}"
-    second, micro = divmod(now // 1000, 1_000_000)
-    cached = _last_second[0]
-    prefix = cached[1] if cached[0] == second else _prefix(second)
-    ts = f"{prefix}.{micro:06d}+00:00" if micro else f"{prefix}+00:00"
+    cid = f"{now:x}{_process_tag[0]}" if now >= _HEX16 else f"{now:016x}{_process_tag[0]}"
+    start, end, prefix = _second[0]  # one read: another thread may enter a new second
+    if not start <= now < end:
+        start, end, prefix = _enter_second(now)
+    micro = (now - start) // 1000
+    if micro >= 100_000:  # 6 digits already: as f"{micro:06d}"
+        ts = f"{prefix}.{micro}+00:00"
+    elif micro:
+        ts = f"{prefix}.{micro:06d}+00:00"
+    else:
+        ts = f"{prefix}+00:00"
     _last_ts[0] = (cid, ts)
     return cid, ts
 
 
+_HEX16 = 1 << 60  # the first time in ns whose hex form has 16 digits unpadded
+# The second new_checkpoint_id_ts last stamped: (its first ns, the next second's, prefix)
+_second: list[tuple[int, int, str]] = [(0, 0, "")]
 _last_second: list[tuple[int, str]] = [(-1, "")]  # (unix second, its ISO prefix)
 _last_ts: list[tuple[str, str | None]] = [("", None)]  # (checkpoint id, its ts)
+
+
+def _enter_second(now: int) -> tuple[int, int, str]:
+    second = now // 1_000_000_000
+    start = second * 1_000_000_000
+    entry = _second[0] = (start, start + 1_000_000_000, _prefix(second))
+    return entry
 
 
 def checkpoint_ts(checkpoint_id: str) -> str | None:

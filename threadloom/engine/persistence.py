@@ -108,6 +108,45 @@ class Persistence:
 
     # -- save ---------------------------------------------------------------------------
 
+    def _saves_directly(self) -> bool:
+        """Whether every save of this run is a plain ``cp.put`` call: nothing to await.
+
+        That is ``_save``'s own direct branch (a private loop, or a checkpointer doing no
+        I/O under ``"sync"`` durability) with no lease to renew; no save is ever left
+        pending then either. Constant for a run: the lease is taken before it starts.
+        """
+        cp = self.cp
+        durability = self.durability
+        return (
+            cp is not None
+            and self.lease is None
+            and durability != "exit"
+            and (self.blocking_ok or (durability != "async" and getattr(cp, "inline_io", False)))
+        )
+
+    def _save_direct(
+        self, source: str, updated: set[str], tasks: list[Task], planned: Planned
+    ) -> None:
+        """``_save`` when ``_saves_directly()``: the same put, config and events, called
+        without a coroutine per step (the loop's hot path; ``tests/test_save_paths.py``
+        compares both)."""
+        cid, ts = new_checkpoint_id_ts()
+        versions = self.versions
+        checkpoint = self._checkpoint(cid, ts, planned)
+        metadata = {
+            "source": source,
+            "step": self.step,
+            "writes": {t.name: _written(t) for t in tasks} if tasks else {},
+            "parents": {},
+        }
+        config = self.cp.put(  # type: ignore[union-attr]
+            self.checkpoint_config, checkpoint, metadata, {k: versions[k] for k in updated}
+        )
+        self.checkpoint_config = self._own(config)
+        self._unsaved_exit = None
+        if self.emit is not None:
+            self._emit_checkpoint(cid, metadata, planned)
+
     async def _save(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
     ) -> None:
@@ -116,17 +155,7 @@ class Persistence:
             return
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
-        barriers = self.barriers
-        checkpoint: Checkpoint = {
-            "v": 1,
-            "id": cid,
-            "ts": ts,  # the id's own time: a store need not keep it
-            "channel_values": dict(self.values),
-            "channel_versions": dict(versions),
-            "versions_seen": {},  # routing is explicit in "next"; kept for the format
-            "next": saved_next(planned) if planned.sends else list(planned.tasks),
-            "barriers": {k: sorted(v) for k, v in barriers.items() if v} if barriers else {},
-        }
+        checkpoint = self._checkpoint(cid, ts, planned)
         metadata = {
             "source": source,
             "step": self.step,
@@ -160,12 +189,32 @@ class Persistence:
             self._unsaved_exit = None
         else:
             await self._put_now((parent, checkpoint, metadata, new_versions))
-        if self.emit is not None and ("checkpoints" in self.modes or "debug" in self.modes):
+        if self.emit is not None:
+            self._emit_checkpoint(cid, metadata, planned)
+
+    def _checkpoint(self, cid: str, ts: str, planned: Planned) -> Checkpoint:
+        """The checkpoint of the state now, with ``planned`` as its ``next``."""
+        barriers = self.barriers
+        return {
+            "v": 1,
+            "id": cid,
+            "ts": ts,  # the id's own time: a store need not keep it
+            "channel_values": dict(self.values),
+            "channel_versions": dict(self.versions),
+            "versions_seen": {},  # routing is explicit in "next"; kept for the format
+            "next": saved_next(planned) if planned.sends else list(planned.tasks),
+            "barriers": {k: sorted(v) for k, v in barriers.items() if v} if barriers else {},
+        }
+
+    def _emit_checkpoint(self, cid: str, metadata: dict[str, Any], planned: Planned) -> None:
+        """Send a saved checkpoint to the ``checkpoints`` and ``debug`` stream modes."""
+        modes = self.modes
+        if "checkpoints" in modes or "debug" in modes:
             event = {"id": cid, "metadata": metadata, "next": planned.node_names(),
                      "values": self.output()}
-            if "checkpoints" in self.modes:
+            if "checkpoints" in modes:
                 self.emit("checkpoints", event)
-            if "debug" in self.modes:
+            if "debug" in modes:
                 self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:

@@ -101,6 +101,7 @@ class RunLoop(Persistence):
         self.interrupts: list[Interrupt] = []
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
+        self.direct_saves = False  # set when the run starts (_saves_directly)
 
     # ---------------------------------------------------------------------------------
     # This loop right here is the engine: plan -> run -> apply -> save -> emit -> route.
@@ -124,6 +125,8 @@ class RunLoop(Persistence):
         return self.output()
 
     async def _loop(self, input: Any) -> None:
+        # Saves that are a plain put (no lease, nothing awaited) skip _save's coroutine.
+        self.direct_saves = self._saves_directly()
         planned, resume = await self._start(input)
         limit = int(self.config.get("recursion_limit", 25))
         steps_done = 0
@@ -131,6 +134,7 @@ class RunLoop(Persistence):
         # Read once: what each step checks (the saves, events and pauses are no-ops
         # without a checkpointer, an event sink and interrupt_before/after names).
         saving = self.cp is not None
+        direct = self.direct_saves
         emitting = self.emit is not None
         pausing_before = bool(self.graph.interrupt_before)
         pausing_after = bool(self.graph.interrupt_after)
@@ -170,7 +174,9 @@ class RunLoop(Persistence):
                 return
             updated = self._apply(tasks, results)
             planned = await next_tasks(self, tasks, results)
-            if saving:
+            if direct:
+                self._save_direct("loop", updated, tasks, planned)
+            elif saving:
                 await self._save("loop", updated, tasks, planned)
             if emitting:
                 self._emit_step(tasks, results)
@@ -244,7 +250,9 @@ class RunLoop(Persistence):
         updated = self._apply_from(writes, START, self.step + 1)
         self.step += 1
         planned = await next_tasks(self, [Task.virtual_start()], [TaskResult(writes, [])])
-        if self.cp is not None:
+        if self.direct_saves:
+            self._save_direct("input", updated, [], planned)
+        elif self.cp is not None:
             await self._save("input", updated, [], planned)
         if "values" in self.modes and self.emit is not None:
             self.emit("values", self.output())
