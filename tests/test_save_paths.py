@@ -13,7 +13,10 @@ import pytest
 
 from threadloom import InMemoryCheckpointer
 from threadloom.checkpoint.base import new_checkpoint_id_ts
-from threadloom.checkpoint.memory import _BATCH, _DEFLATED, _RAW, _SMALL
+from threadloom.checkpoint.memory_rows import BATCH as _BATCH
+from threadloom.checkpoint.memory_rows import DEFLATED as _DEFLATED
+from threadloom.checkpoint.memory_rows import RAW as _RAW
+from threadloom.checkpoint.memory_rows import SMALL as _SMALL
 from threadloom.messages import AIMessage, HumanMessage, ToolMessage
 
 META = {"source": "loop", "step": 0, "writes": {}, "parents": {}}
@@ -124,7 +127,11 @@ def test_one_long_thread_deflates_in_batches() -> None:
 
 def test_blob_rows_round_trip_as_bytes() -> None:
     from threadloom.checkpoint.blobs import BlobRow
-    from threadloom.checkpoint.memory import _pack, _row, _row_bytes, _row_data_at, _row_fields
+    from threadloom.checkpoint.memory_rows import blob_row as _row
+    from threadloom.checkpoint.memory_rows import pack as _pack
+    from threadloom.checkpoint.memory_rows import row_bytes as _row_bytes
+    from threadloom.checkpoint.memory_rows import row_data_at as _row_data_at
+    from threadloom.checkpoint.memory_rows import row_fields as _row_fields
 
     cases = [
         BlobRow(None, "1.abc", -1, 0, b'{"a":1}'),

@@ -9,111 +9,27 @@ cache: replace state values, never mutate them in place (docs/persistence.md).
 
 from __future__ import annotations
 
-import struct
 import threading
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
+from threadloom.checkpoint.memory_rows import (
+    BATCH,
+    RAW,
+    SMALL,
+    blob_row,
+    pack,
+    pack_checkpoint,
+    row_bytes,
+    row_data_at,
+    row_fields,
+    unpack,
+    unpack_checkpoint,
+)
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
-
-# A preset dictionary of what checkpoint JSON is made of: small blobs compress 3-5x with it.
-_ZDICT = (
-    b'{"step":"source":["loop",["input",["update",["fork","writes":{"parents":{}}"__start__":'
-    b'{"c":{"v":1,"ts":"2026-01-01T00:00:00.000000+00:00","channel_versions":{"messages":'
-    b'"versions_seen":"next":["barriers":{}},"r":{"messages":[null,{"k":{"cv":{"nx":["b":'
-    b'{"__tl__":"msg","v":{"content":"id":"name":'
-    b'"type":"human","ai","tool","system","tool_call_id":"status":"error","artifact":'
-    b'"tool_calls":[{"name":"args":{"id":"call_","type":"tool_call"}],"usage_metadata":'
-    b'{"input_tokens":"output_tokens":"total_tokens":"response_metadata":{"finish_reason":'
-    b'"stop","tool_calls","model_name":"additional_kwargs":{}}]}}, the of and to in is that'
-)
-
-
-# Priming a compressor with the dictionary costs ~100 us; copying a primed one ~20 us.
-_COMPRESSOR = zlib.compressobj(1, zlib.DEFLATED, -11, 3, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
-_SMALL = 192  # below this, deflate saves too little to pay for its time
-_BATCH = 32  # blobs deflated in one pass (see InMemoryCheckpointer._insert_blobs)
-_SMALL_CHECKPOINT = 1024  # checkpoint rows below this are kept raw (see _Ns)
-_RAW, _DEFLATED = b"\x00", b"\x01"
-
-
-def _pack(data: bytes, small: int = _SMALL) -> bytes:
-    if len(data) < small:
-        return _RAW + data
-    c = _COMPRESSOR.copy()
-    return _DEFLATED + c.compress(data) + c.flush()
-
-
-def _unpack(data: bytes) -> bytes:
-    if data[:1] == _RAW:
-        return data[1:]
-    d = zlib.decompressobj(-11, _ZDICT)
-    return d.decompress(data[1:]) + d.flush()
-
-
-def _pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes) -> bytes:
-    head = parent_id.encode() if parent_id else b""
-    n = len(head)
-    size = len(record)
-    parts = (_RAW, _LENGTHS[n], head, size.to_bytes(4, "big"), record, metadata)
-    if n + size + len(metadata) + 5 < _SMALL_CHECKPOINT:
-        return b"".join(parts)
-    return _pack(b"".join(parts[1:]), _SMALL_CHECKPOINT)
-
-
-_LENGTHS = [bytes((n,)) for n in range(256)]
-
-
-# A stored blob row is one bytes object (no GC-tracked tuple per blob, see _Ns):
-# n, chain, the byte lengths of base (_NO_BASE: None) and snap, then base, snap and the
-# data as _pack/_RAW wrote it.
-_ROW_HEAD = struct.Struct(">qqII")
-_NO_BASE = 0xFFFFFFFF
-_HEAD = _ROW_HEAD.size
-
-
-def _row_bytes(base: str | None, snap: str, n: int, chain: int, data: bytes) -> bytes:
-    """One blob row as stored: ``data`` already carries its _RAW/_DEFLATED flag."""
-    snap_b = snap.encode()
-    if base is None:
-        return b"".join((_ROW_HEAD.pack(n, chain, _NO_BASE, len(snap_b)), snap_b, data))
-    base_b = base.encode()
-    return b"".join((_ROW_HEAD.pack(n, chain, len(base_b), len(snap_b)), base_b, snap_b, data))
-
-
-def _row_data_at(row: bytes) -> int:
-    """Where the data (flag byte first) of a stored row starts."""
-    _, _, nb, ns = _ROW_HEAD.unpack_from(row)
-    return _HEAD + (0 if nb == _NO_BASE else nb) + ns
-
-
-def _row_fields(row: bytes) -> tuple[str | None, str, int, int, int]:
-    """``(base, snap, n, chain, data offset)`` of a stored row."""
-    n, chain, nb, ns = _ROW_HEAD.unpack_from(row)
-    at = _HEAD
-    base = None
-    if nb != _NO_BASE:
-        base = row[at : at + nb].decode()
-        at += nb
-    return base, row[at : at + ns].decode(), n, chain, at + ns
-
-
-def _row(row: bytes) -> BlobRow:
-    """A stored row as the ``BlobRow`` it holds, data inflated."""
-    base, snap, n, chain, at = _row_fields(row)
-    return BlobRow(base, snap, n, chain, _unpack(row[at:]))
-
-
-def _unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
-    raw = _unpack(data)
-    n = raw[0]
-    parent = raw[1 : 1 + n].decode() or None
-    size = int.from_bytes(raw[1 + n : 5 + n], "big")
-    return parent, raw[5 + n : 5 + n + size], raw[5 + n + size :]
 
 
 class _Ns:
@@ -124,7 +40,7 @@ class _Ns:
     resident. Smaller checkpoint rows (~120 bytes for such a thread) are kept raw, as
     deflating one would cost as much as the rest of a save.
 
-    Blobs are kept as ``channel -> blob id -> row bytes`` (``_row_bytes``): str keys and
+    Blobs are kept as ``channel -> blob id -> row bytes`` (``row_bytes``): str keys and
     bytes values are not tracked by the garbage collector, so a saved blob adds no
     object that collections must visit (a ``(channel, id)`` tuple and a ``BlobRow`` per
     blob made the collector run every ~17 agent runs).
@@ -143,7 +59,7 @@ class _Ns:
         """Every blob as ``((channel, blob id), row)``, data as stored (maybe deflated)."""
         for channel, rows in self.blobs.items():
             for bid, row in rows.items():
-                base, snap, n, chain, at = _row_fields(row)
+                base, snap, n, chain, at = row_fields(row)
                 yield (channel, bid), BlobRow(base, snap, n, chain, row[at:])
 
 
@@ -200,7 +116,7 @@ class _MemoryTx:
         if cid is None:
             cid = next(reversed(cks))
         found = cks.get(cid)
-        return None if found is None else CkRow(thread_id, ns, cid, *_unpack_checkpoint(found))
+        return None if found is None else CkRow(thread_id, ns, cid, *unpack_checkpoint(found))
 
     def checkpoint_rows(
         self, thread_id: str | None, ns: str | None, before: str | None, limit: int | None
@@ -213,7 +129,7 @@ class _MemoryTx:
                     continue
                 for cid, found in reversed(self._ordered(space).items()):
                     if before is None or cid < before:
-                        rows.append(CkRow(t, name, cid, *_unpack_checkpoint(found)))
+                        rows.append(CkRow(t, name, cid, *unpack_checkpoint(found)))
         rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
         return rows if limit is None else rows[:limit]
 
@@ -231,7 +147,7 @@ class _MemoryTx:
             space.last = cid
         elif space.checkpoints:
             space.sorted = False
-        space.checkpoints[cid] = _pack_checkpoint(parent_id, record, metadata)
+        space.checkpoints[cid] = pack_checkpoint(parent_id, record, metadata)
 
     def delete_checkpoints(self, thread_id: str, ns: str, cids: list[str]) -> None:
         space = self._ns(thread_id, ns)
@@ -268,7 +184,7 @@ class _MemoryTx:
         for channel, bid in keys:
             row = blobs.get(channel, {}).get(bid)
             if row is not None:
-                out[(channel, bid)] = _row(row)
+                out[(channel, bid)] = blob_row(row)
         return out
 
     def fetch_chain(self, thread_id: str, ns: str, channel: str, snap: str) -> dict[str, BlobRow]:
@@ -277,9 +193,9 @@ class _MemoryTx:
             return {}
         out: dict[str, BlobRow] = {}
         for bid, row in space.blobs.get(channel, {}).items():
-            base, row_snap, n, chain, at = _row_fields(row)
+            base, row_snap, n, chain, at = row_fields(row)
             if row_snap == snap:
-                out[bid] = BlobRow(base, row_snap, n, chain, _unpack(row[at:]))
+                out[bid] = BlobRow(base, row_snap, n, chain, unpack(row[at:]))
         return out
 
     def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
@@ -291,7 +207,7 @@ class _MemoryTx:
         if space is None:
             return {}
         return {
-            (channel, bid): _row_fields(row)[0]
+            (channel, bid): row_fields(row)[0]
             for channel, rows in space.blobs.items()
             for bid, row in rows.items()
         }
@@ -403,7 +319,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 space.last = cid
             elif space.checkpoints:
                 space.sorted = False
-            space.checkpoints[cid] = _pack_checkpoint(parent_id, record, metadata)
+            space.checkpoints[cid] = pack_checkpoint(parent_id, record, metadata)
             if self.ttl_seconds is not None or thread_id in self._threads:
                 self._touch(self._txn, thread_id)
             return len(space.checkpoints) if self.keep_latest else 0
@@ -412,11 +328,11 @@ class InMemoryCheckpointer(StoredCheckpointer):
         """Store blobs raw; the ones worth deflating are deflated in batches.
 
         Deflating one small blob costs most in warming zlib's state (~15 KB copied from
-        the primed compressor), so blobs of ``_SMALL`` bytes or more wait in ``_raw``
+        the primed compressor), so blobs of ``SMALL`` bytes or more wait in ``_raw``
         and are deflated in one pass as soon as a save goes to another thread or
-        namespace, or ``_BATCH`` of them wait. A run's blobs are thus deflated by the
+        namespace, or ``BATCH`` of them wait. A run's blobs are thus deflated by the
         next save elsewhere, never many runs later. Rows read the same either way
-        (``_unpack``); at most ``_BATCH`` blobs per store are held raw meanwhile.
+        (``unpack``); at most ``BATCH`` blobs per store are held raw meanwhile.
         """
         raw = self._raw
         if raw and self._raw_ns is not space:
@@ -429,10 +345,10 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 stored = blobs[channel] = {}
             if bid not in stored:
                 base, snap, n, chain, data = row
-                stored[bid] = _row_bytes(base, snap, n, chain, _RAW + data)
-                if len(data) >= _SMALL:
+                stored[bid] = row_bytes(base, snap, n, chain, RAW + data)
+                if len(data) >= SMALL:
                     raw.append((stored, bid))
-        if len(raw) >= _BATCH:
+        if len(raw) >= BATCH:
             self._deflate_raw()
 
     def _deflate_raw(self) -> None:
@@ -440,8 +356,8 @@ class InMemoryCheckpointer(StoredCheckpointer):
         for stored, bid in self._raw:
             row = stored.get(bid)
             if row is not None:
-                at = _row_data_at(row)
-                if row[at : at + 1] == _RAW:
-                    stored[bid] = row[:at] + _pack(row[at + 1 :])
+                at = row_data_at(row)
+                if row[at : at + 1] == RAW:
+                    stored[bid] = row[:at] + pack(row[at + 1 :])
         self._raw.clear()
         self._raw_ns = None
