@@ -133,12 +133,7 @@ class Persistence:
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
         checkpoint = self._checkpoint(cid, ts, planned)
-        metadata = {
-            "source": source,
-            "step": self.step,
-            "writes": {t.name: _written(t) for t in tasks} if tasks else {},
-            "parents": {},
-        }
+        metadata = self._metadata(source, tasks)
         config = self.cp.put(  # type: ignore[union-attr]
             self.checkpoint_config, checkpoint, metadata, {k: versions[k] for k in updated}
         )
@@ -146,6 +141,15 @@ class Persistence:
         self._unsaved_exit = None
         if self.emit is not None:
             self._emit_checkpoint(cid, metadata, planned)
+
+    def _metadata(self, source: str, tasks: list[Task]) -> dict[str, Any]:
+        """A checkpoint's metadata: what saved it, the step, each task's writes."""
+        return {
+            "source": source,
+            "step": self.step,
+            "writes": {t.name: _written(t) for t in tasks} if tasks else {},
+            "parents": {},
+        }
 
     async def _save(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
@@ -156,12 +160,7 @@ class Persistence:
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
         checkpoint = self._checkpoint(cid, ts, planned)
-        metadata = {
-            "source": source,
-            "step": self.step,
-            "writes": {t.name: _written(t) for t in tasks} if tasks else {},
-            "parents": {},
-        }
+        metadata = self._metadata(source, tasks)
         new_versions = {k: versions[k] for k in updated}
         durability = self.durability
         if durability == "exit":
