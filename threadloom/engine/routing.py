@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
@@ -18,8 +19,14 @@ from threadloom.engine.tasks import TaskResult
 from threadloom.engine.types import END, Command, Send
 
 if TYPE_CHECKING:
+    from threadloom.engine.graph import Branch
     from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.tasks import Task
+
+
+# The ``pending`` of a Planned made by routing (it has no saved writes): one shared
+# read-only empty mapping instead of a new dict per super-step.
+_NO_PENDING: Mapping[str, TaskResult] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -34,7 +41,7 @@ class Planned:
 
     tasks: list[str]
     sends: list[Send]
-    pending: dict[str, TaskResult] = field(default_factory=dict)
+    pending: Mapping[str, TaskResult] = field(default_factory=dict)
 
     def node_names(self) -> list[str]:
         """Every node that would run, edge-triggered first."""
@@ -110,6 +117,24 @@ CHECKPOINT_ROUTE = "__checkpoint__"
 async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> Planned:
     """Route from the tasks that just ran to the next step's tasks."""
     graph = loop.graph
+    if len(tasks) == 1 and not results[0].goto:
+        # One task that routed by edges only (the usual step): when its node has no join
+        # and either no branch or exactly one branch and no static edge, route here with
+        # fewer objects than the general loop below, which gives the same Planned.
+        src = tasks[0].name
+        branches = graph.branches.get(src)
+        if src not in graph.join_index:
+            if branches is None:
+                targets = [t for t in graph.successors.get(src, ()) if t != END]
+                return Planned(targets, [], _NO_PENDING)
+            if len(branches) == 1 and src not in graph.successors:
+                return await _lone_branch(loop, src, branches[0])
+    return await route_all(loop, tasks, results)
+
+
+async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> Planned:
+    """``next_tasks`` without its lone-task shortcuts: edges, joins, branches, gotos."""
+    graph = loop.graph
     names: dict[str, None] = {}
     sends: list[Send] = []
     state = None
@@ -129,9 +154,7 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                 names[target] = None
         for branch in graph.branches.get(src, ()):
             if state is None:
-                state = dict(loop.values)
-                if not graph.dict_state:
-                    state = graph.build_state(state)
+                state = _branch_state(loop)
             chosen = branch.path(state)
             if type(chosen) is str:  # the common case, in short (else the checks below)
                 path_map = branch.path_map
@@ -143,22 +166,60 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                     continue
             elif inspect.isawaitable(chosen):
                 chosen = await chosen
-            for target in _as_list(chosen, src, loop.step):
-                if branch.path_map is not None and not isinstance(target, Send):
-                    if target not in branch.path_map:
-                        raise InvalidRouteError(
-                            f"conditional edge after node {src!r} returned {target!r} at "
-                            f"super-step {loop.step}, which is not a key of its path_map "
-                            f"{sorted(map(str, branch.path_map))}",
-                            node=src,
-                            target=target,
-                            step=loop.step,
-                        )
-                    target = branch.path_map[target]
-                _add_target(loop, src, target, names, sends)
+            _add_chosen(loop, src, branch, chosen, names, sends)
         for goto in result.goto:
             _add_target(loop, src, goto, names, sends)
-    return Planned(list(names), sends)
+    return Planned(list(names), sends, _NO_PENDING)
+
+
+async def _lone_branch(loop: RunLoop, src: str, branch: Branch) -> Planned:
+    """``next_tasks`` after a lone task of node ``src`` whose only route is ``branch``."""
+    graph = loop.graph
+    chosen = branch.path(_branch_state(loop))
+    if type(chosen) is str:  # as in next_tasks: a node name or END, in short
+        path_map = branch.path_map
+        named = chosen if path_map is None else path_map.get(chosen)
+        if named in graph.nodes:
+            return Planned([named], [], _NO_PENDING)  # type: ignore[list-item]  # a str
+        if named == END:
+            return Planned([], [], _NO_PENDING)
+    elif inspect.isawaitable(chosen):
+        chosen = await chosen
+    names: dict[str, None] = {}
+    sends: list[Send] = []
+    _add_chosen(loop, src, branch, chosen, names, sends)
+    return Planned(list(names), sends, _NO_PENDING)
+
+
+def _branch_state(loop: RunLoop) -> Any:
+    """What branch functions receive: a copy of the state (built for a typed schema)."""
+    state = dict(loop.values)
+    graph = loop.graph
+    return state if graph.dict_state else graph.build_state(state)
+
+
+def _add_chosen(
+    loop: RunLoop,
+    src: str,
+    branch: Branch,
+    chosen: Any,
+    names: dict[str, None],
+    sends: list[Send],
+) -> None:
+    """Add what a branch of node ``src`` chose (names, Sends, END) to the next step."""
+    for target in _as_list(chosen, src, loop.step):
+        if branch.path_map is not None and not isinstance(target, Send):
+            if target not in branch.path_map:
+                raise InvalidRouteError(
+                    f"conditional edge after node {src!r} returned {target!r} at "
+                    f"super-step {loop.step}, which is not a key of its path_map "
+                    f"{sorted(map(str, branch.path_map))}",
+                    node=src,
+                    target=target,
+                    step=loop.step,
+                )
+            target = branch.path_map[target]
+        _add_target(loop, src, target, names, sends)
 
 
 def _as_list(chosen: Any, src: str, step: int) -> list[Any]:

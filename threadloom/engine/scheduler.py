@@ -33,6 +33,7 @@ from threadloom.engine.tasks import (
     ParentCommand,
     Task,
     TaskResult,
+    lone_task,
     make_tasks,
     run_task,
     writes_of,
@@ -138,6 +139,9 @@ class RunLoop(Persistence):
         emitting = self.emit is not None
         pausing_before = bool(self.graph.interrupt_before)
         pausing_after = bool(self.graph.interrupt_after)
+        # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph): a step of
+        # one edge-triggered task with nothing saved or resumed is make_tasks's first case.
+        plain_ids = not saving and not self.namespace
         while planned.tasks or planned.sends:
             if steps_done >= limit:
                 names = tuple(dict.fromkeys(planned.node_names()))
@@ -150,8 +154,15 @@ class RunLoop(Persistence):
                     nodes=names,
                 )
             self.step += 1
-            tasks = make_tasks(self, planned, limit - steps_done, resume)
-            del planned  # nothing of a finished step stays referenced while this one runs
+            triggered = planned.tasks
+            if plain_ids and len(triggered) == 1 and not (
+                planned.sends or planned.pending or resume
+            ):
+                tasks = [lone_task(self, triggered[0], limit - steps_done)]
+            else:
+                tasks = make_tasks(self, planned, limit - steps_done, resume)
+            # nothing of a finished step stays referenced while this one runs
+            del planned, triggered
             if pausing_before and not skip_before and self._pause_before(tasks):
                 self.step -= 1
                 return

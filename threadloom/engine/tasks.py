@@ -95,9 +95,13 @@ def make_tasks(
     loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, list[Any]] | None
 ) -> list[Task]:
     """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
+    names = planned.tasks
+    hashed = loop.cp is not None or loop.namespace
+    if len(names) == 1 and not (hashed or planned.sends or planned.pending or resume):
+        # one edge-triggered task, nothing saved or resumed: what the loop below builds
+        return [lone_task(loop, names[0], remaining)]
     graph = loop.graph
     values = loop.values
-    hashed = loop.cp is not None or loop.namespace
     base = (
         (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
         if hashed
@@ -105,17 +109,6 @@ def make_tasks(
     )
     step = loop.step
     build_state = None if graph.dict_state else graph.build_state
-    names = planned.tasks
-    if len(names) == 1 and not (hashed or planned.sends or planned.pending or resume):
-        # one edge-triggered task, nothing saved or resumed: what the loop below builds
-        name = names[0]
-        node = graph.nodes[name]
-        if node.build_input is not None and node.input_keys is not None:
-            keys = node.input_keys
-            state = node.build_input({k: v for k, v in values.items() if k in keys})
-        else:
-            state = dict(values) if build_state is None else build_state(dict(values))
-        return [Task(name, node, state, f"{step}:0", 0, remaining)]
     tasks: list[Task] = []
     for index, name in enumerate(names):
         node = graph.nodes[name]
@@ -140,6 +133,22 @@ def make_tasks(
             if resume and task.id in resume:
                 task.resume = resume[task.id]
     return tasks
+
+
+def lone_task(loop: RunLoop, name: str, remaining: int) -> Task:
+    """The task of a step whose only task is node ``name``, triggered by edges, in a run
+    whose task ids are not hashed (no checkpointer, no namespace): ``make_tasks``'s
+    general loop gives the same ``Task`` (index 0, id ``"<step>:0"``)."""
+    node = loop.graph.nodes[name]
+    values = loop.values
+    if node.build_input is not None and node.input_keys is not None:  # set together
+        keys = node.input_keys
+        state = node.build_input({k: v for k, v in values.items() if k in keys})
+    elif loop.graph.dict_state:
+        state = dict(values)
+    else:
+        state = loop.graph.build_state(dict(values))
+    return Task(name, node, state, f"{loop.step}:0", 0, remaining)
 
 
 async def run_task(loop: RunLoop, task: Task) -> TaskResult:
