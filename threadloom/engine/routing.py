@@ -50,7 +50,7 @@ class Planned:
     def with_command(self, loop: RunLoop, cmd: Command) -> Planned:
         """Apply a resume ``Command``'s ``update`` now and add its ``goto`` targets."""
         if cmd.update is not None:
-            from threadloom.engine.tasks import writes_of
+            from threadloom.engine.writes import writes_of
 
             writes = writes_of(loop.graph, "__resume__", cmd.update, loop.step)[0]
             loop._apply_writes(writes, ["__resume__"] * len(writes))  # noqa: SLF001

@@ -29,16 +29,9 @@ from threadloom.engine.errors import (
 from threadloom.engine.persistence import Persistence
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import Emit, GraphInterrupt
-from threadloom.engine.tasks import (
-    ParentCommand,
-    Task,
-    TaskResult,
-    lone_task,
-    make_tasks,
-    run_task,
-    writes_of,
-)
+from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.types import START, Command, Durability, Interrupt
+from threadloom.engine.writes import ParentCommand, writes_of
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from threadloom.checkpoint.base import ERROR, INTERRUPT, CheckpointTuple
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
-from threadloom.engine.tasks import Task, TaskResult, task_id, writes_of
+from threadloom.engine.tasks import Task, TaskResult, task_id
 from threadloom.engine.types import Interrupt
+from threadloom.engine.writes import writes_of
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

@@ -27,7 +27,7 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
         GraphInterrupt: the subgraph paused; the parent pauses with it.
     """
     from threadloom.engine.scheduler import RunLoop
-    from threadloom.engine.tasks import ParentCommand
+    from threadloom.engine.writes import ParentCommand
 
     child = task.node.subgraph if task.node is not None else None
     if child is None:
