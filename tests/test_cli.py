@@ -260,6 +260,31 @@ def test_demo_and_resume_refuse_threads_they_did_not_make(work):
     assert done.returncode == 0 and '"verdict": "human said yes"' in done.stdout
 
 
+def test_run_refuses_a_thread_made_by_another_graph(work):
+    # Reported: `run` on another graph's paused thread silently replaced its state (and
+    # dropped its pending interrupt) in the latest checkpoint.
+    assert proc("run", "cli_graphs:review", "--input", '{"draft": "cats"}', "-t", "r1",
+                "--db", "c.db", cwd=work).returncode == 0
+    before = json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout)
+    other = proc("run", "cli_graphs:counter", "--input", '{"n": 1}', "-t", "r1", "--db",
+                 "c.db", cwd=work)
+    assert other.returncode == 1
+    line = _one_error_line(other)
+    assert "thread 'r1' in 'c.db' was made by another graph" in line
+    assert "['draft']" in line and "threads delete r1 --db c.db" in line
+    assert json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout) == before
+    # its own graph may run on it (new input starts over, as in LangGraph)
+    again = proc("run", "cli_graphs:review", "--input", '{"draft": "dogs"}', "-t", "r1",
+                 "--db", "c.db", cwd=work)
+    assert again.returncode == 0 and "draft about dogs" in again.stdout
+
+
+def test_recursion_limit_must_be_positive(work):
+    result = proc("run", "cli_graphs:counter", "--recursion-limit", "0", cwd=work)
+    assert result.returncode == 2
+    assert "Invalid value for '--recursion-limit'" in result.stderr
+
+
 def test_a_paused_run_leaves_everything_in_the_db_file(work):
     # The command closes its checkpointer, so SQLite folds the WAL into the file: a copy
     # of the .db alone holds the paused thread.

@@ -229,5 +229,29 @@ def test_png_layout_never_draws_an_edge_through_a_node():
                 assert _segment_distance(layout.pos[node], start, end) > 0.3, (a, b, node)
     labels = _labels(drawn.edges)
     assert labels[("classify", "refunds")] == "is_refund"
+    # a loop beside the layers is labelled on its own trunk, away from every node
+    from threadloom.engine.drawing import _label_anchor
+
+    lx, ly = _label_anchor(layout, "compose", "classify")
+    assert all(((lx - x) ** 2 + (ly - y) ** 2) ** 0.5 > 0.5
+               for n, (x, y) in layout.pos.items() if n in real)
     assert labels[("compose", "classify")] == "retry"
     assert ("join", "compose") not in labels
+
+
+def test_a_branch_without_path_map_may_loop_to_its_own_node_and_is_drawn_so():
+    # Reported: the README's first graph (`inc` routes to itself or END) was drawn
+    # without its inc -> inc edge, in Mermaid and in the PNG.
+    from threadloom.engine.drawing import _Layout
+
+    g = StateGraph(S)
+    g.add_node(step("inc"))
+    g.add_edge(START, "inc")
+    g.add_conditional_edges("inc", lambda s: END)
+    drawn = g.compile().get_graph()
+    assert "\tinc -.-> inc;" in drawn.draw_mermaid()
+    layout = _Layout(drawn.to_networkx())
+    route = layout.route("inc", "inc")
+    assert len(route) == 4 and route[0] == route[-1] == "inc"
+    x, y = layout.pos["inc"]
+    assert all(layout.pos[p][0] > x + 0.3 for p in route[1:-1])  # beside the node

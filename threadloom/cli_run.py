@@ -90,12 +90,15 @@ def run_command(
     stream_mode: StreamMode = typer.Option(StreamMode.updates, "--stream-mode", "-s",
                                            help="what to print in full besides steps/tokens"),
     db: str = typer.Option(DEFAULT_DB, "--db", help="SQLite checkpoint file"),
-    recursion_limit: int | None = typer.Option(None, "--recursion-limit"),
+    recursion_limit: int | None = typer.Option(None, "--recursion-limit", min=1),
 ) -> None:
     """Run a graph with SQLite checkpoints, streaming its steps and tokens."""
     value = parse_json_arg(input_, "--input")
-    graph = as_graph(load_target(target), open_checkpointer(db, must_exist=False), target)
+    cp = open_checkpointer(db, must_exist=False)
+    graph = as_graph(load_target(target), cp, target)
     thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"
+    if thread is not None:
+        _require_own_thread(graph, cp, thread_id, db)
     typer.echo(f"thread {thread_id} | db {db}")
     config = {"recursion_limit": recursion_limit} if recursion_limit else None
     try:
@@ -108,6 +111,27 @@ def run_command(
         raise SystemExit(130) from None
     _report(graph, thread_id,
             f"threadloom resume {thread_id} --value JSON --graph {target} --db {db}")
+
+
+def _require_own_thread(graph: Any, cp: Any, thread_id: str, db: str) -> None:
+    """Raise ``CliError`` when ``thread_id`` was made by another graph: its latest
+    checkpoint holds state keys this graph does not have, or waits for a node it does not
+    have. Running on it would drop that state (and a pending interrupt) from the thread's
+    latest checkpoint.
+    """
+    saved = cp.get_tuple({"configurable": {"thread_id": thread_id}})
+    if saved is None:
+        return
+    state = saved.checkpoint.get("channel_values", {})
+    keys = sorted(k for k in state if k not in graph.channels)
+    waiting = [n if isinstance(n, str) else n.get("node") for n in saved.checkpoint.get("next", [])]
+    nodes = sorted({str(n) for n in waiting if n not in graph.nodes})
+    if not keys and not nodes:
+        return
+    what = f"state keys {keys}" if keys else f"node(s) {nodes} to run next"
+    raise CliError(f"thread {thread_id!r} in {db!r} was made by another graph (it holds "
+                   f"{what}, which this graph does not have); use another --thread, or "
+                   f"delete it first: threadloom threads delete {thread_id} --db {db}")
 
 
 def resume_payload(approve: bool, reject: bool, reason: str | None, edit: str | None,

@@ -44,7 +44,7 @@ def graph_edges(graph: StateGraph) -> list[DrawnEdge]:
                     label = None if key == target else str(key)
                     out.append(DrawnEdge(source, target, True, label))
             else:
-                targets = [n for n in graph.nodes if n != source] + [END]
+                targets = [*graph.nodes, END]  # any node, itself included
                 out.extend(DrawnEdge(source, t, True) for t in targets)
     for name, node in graph.nodes.items():
         out.extend(DrawnEdge(name, t, True) for t in node.destinations)

@@ -22,6 +22,7 @@ __all__ = ["DrawableGraph"]
 _NODE_SIZE = 2600  # matplotlib marker area, points^2
 _RADIUS_PT = 27.0  # where an arrow stops short of a node's centre, points
 _SWEEPS = 4
+_ARC = -0.45  # the bend of a loop arc between adjacent layers (matplotlib's arc3 rad)
 
 
 class DrawableGraph:
@@ -101,7 +102,7 @@ class DrawableGraph:
                 _draw_path(ax, [pos[p] for p in layout.route(a, b)], style)
             text = labels.get((a, b))
             if text:
-                _draw_label(ax, pos[a], pos[layout.route(a, b)[1]], text)
+                _draw_label(ax, *_label_anchor(layout, a, b), text)
         ax.set_title(self.name)
         ys = [pos[n][1] for n in pos]  # the limits hold long edges' slots too
         ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
@@ -159,18 +160,29 @@ class _Layout:
         for level, row in enumerate(rows):
             for i, item in enumerate(row):
                 self.pos[item] = (i - (len(row) - 1) / 2, -float(level))
-        for a, b in sorted(self.loops, key=str):
+        self._trunks = {1.0: 0, -1.0: 0}  # loops already routed beside the layers, per side
+        for a, b in sorted(self.loops, key=lambda e: (layer[e[0]] - layer[e[1]], str(e))):
             self._route_loop(a, b, layer, rows)
 
     def _route_loop(self, a: Any, b: Any, layer: dict[Any, int], rows: list[list[Any]]) -> None:
-        """A loop edge that spans layers runs up beside them, on the side with more room;
-        one between adjacent layers (or within one) stays an arc (no route)."""
+        """Route a loop edge: one that spans layers runs up beside them, on the side with
+        more room, each such loop on a trunk of its own; a node's loop to itself goes out
+        to its right and back; one between adjacent layers stays an arc (no route)."""
+        if a == b:
+            x, y = self.pos[a]
+            bends = [("bend", a, b, 0), ("bend", a, b, 1)]
+            self.pos[bends[0]] = (x + 0.5, y - 0.14)
+            self.pos[bends[1]] = (x + 0.5, y + 0.14)
+            self._routes[(a, b)] = [a, *bends, b]
+            return
         top, bottom = layer[b] + 1, layer[a] - 1
-        if a == b or top > bottom:
+        if top > bottom:
             return
         xs = [self.pos[item][0] for level in range(top, bottom + 1) for item in rows[level]]
         right, left = max(xs) + 0.7, min(xs) - 0.7
-        x = right if right <= -left else left
+        side = 1.0 if right <= -left else -1.0
+        x = (right if side > 0 else left) + side * 0.4 * self._trunks[side]
+        self._trunks[side] += 1
         bends = [("bend", a, b, 0), ("bend", a, b, 1)]
         self.pos[bends[0]] = (x, -float(bottom))
         self.pos[bends[1]] = (x, -float(top))
@@ -258,21 +270,28 @@ def _draw_path(ax: Any, points: list[tuple[float, float]], style: _EdgeStyle) ->
 
 def _draw_loop(ax: Any, start: tuple[float, float], end: tuple[float, float],
                style: _EdgeStyle) -> None:
-    if start == end:  # a node routing to itself: a small arc over it
-        x, y = start
-        start, end = (x + 0.12, y + 0.18), (x - 0.12, y + 0.18)
-        shrink = 0.0
-    else:
-        shrink = _RADIUS_PT
+    """A loop edge between adjacent layers: an arc (``_label_anchor`` finds its top)."""
     ax.annotate("", xy=end, xytext=start, arrowprops={
         "arrowstyle": "-|>", "color": style.color, "linestyle": style.line,
-        "connectionstyle": "arc3,rad=-0.45", "shrinkA": shrink, "shrinkB": shrink,
-        "mutation_scale": 14})
+        "connectionstyle": f"arc3,rad={_ARC}", "shrinkA": _RADIUS_PT,
+        "shrinkB": _RADIUS_PT, "mutation_scale": 14})
 
 
-def _draw_label(ax: Any, start: tuple[float, float], end: tuple[float, float],
-                text: str) -> None:
-    x = start[0] + (end[0] - start[0]) * 0.45
-    y = start[1] + (end[1] - start[1]) * 0.45
+def _label_anchor(layout: _Layout, a: Any, b: Any) -> tuple[float, float]:
+    """Where an edge's label goes: on its first segment, on the outer side of a routed
+    loop, or at the top of an arc (drawn with ``arc3,rad=_ARC``)."""
+    route = layout.route(a, b)
+    pos = layout.pos
+    if len(route) > 2 and (a, b) in layout.loops:  # the segment beside the layers
+        (x1, y1), (x2, y2) = pos[route[1]], pos[route[-2]]
+        return (x1 + x2) / 2, (y1 + y2) / 2
+    (x1, y1), (x2, y2) = pos[a], pos[route[1]]
+    if (a, b) in layout.loops:  # an arc: its apex is half way to the control point
+        mx, my = (x1 + x2) / 2, (y1 + y2) / 2
+        return mx + _ARC / 2 * (y2 - y1), my - _ARC / 2 * (x2 - x1)
+    return x1 + (x2 - x1) * 0.45, y1 + (y2 - y1) * 0.45
+
+
+def _draw_label(ax: Any, x: float, y: float, text: str) -> None:
     ax.text(x, y, text, fontsize=7, ha="center", va="center", color="#333",
             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.9})
