@@ -14,7 +14,12 @@ from threadloom import (
     StateGraph,
     interrupt,
 )
-from threadloom.engine.errors import CheckpointError, EmptyInputError, InvalidRouteError
+from threadloom.engine.errors import (
+    CheckpointError,
+    EmptyInputError,
+    GraphRunError,
+    InvalidRouteError,
+)
 
 
 class S(TypedDict):
@@ -162,6 +167,28 @@ def test_resume_by_interrupt_id(checkpointer, thread_id):
     out = app.invoke({"request": "r"}, thread_id=thread_id)
     pid = out["__interrupt__"][0].id
     assert app.invoke(Command(resume={pid: "ok"}), thread_id=thread_id)["decision"] == "ok"
+
+
+def test_several_pending_interrupts_need_a_map_of_ids(checkpointer, thread_id):
+    # As LangGraph 1.x: one value for two pending interrupts would answer both, in an
+    # order that depends on the tasks (reported from the CLI: `resume --value` did that).
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"log": [f"a:{interrupt('question A')}"]})
+    g.add_node("b", lambda s: {"log": [f"b:{interrupt('question B')}"]})
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    app = g.compile(checkpointer=checkpointer)
+    app.invoke({"n": 0, "log": []}, thread_id=thread_id)
+    pending = app.get_state(thread_id=thread_id).interrupts
+    assert sorted(i.value for i in pending) == ["question A", "question B"]
+    before = app.get_state(thread_id=thread_id).config
+    for value in ("yes", {"approve": True}):
+        with pytest.raises(GraphRunError, match="2 pending interrupts; resume with a dict"):
+            app.invoke(Command(resume=value), thread_id=thread_id)
+    assert app.get_state(thread_id=thread_id).config == before  # nothing was written
+    answers = {i.id: f"answer to {i.value[-1]}" for i in pending}
+    out = app.invoke(Command(resume=answers), thread_id=thread_id)
+    assert sorted(out["log"]) == ["a:answer to A", "b:answer to B"]
 
 
 def test_two_interrupts_in_one_node_resume_in_order(checkpointer, thread_id):

@@ -24,6 +24,7 @@ from threadloom.engine.channels import MISSING, Channel
 from threadloom.engine.errors import (
     EmptyInputError,
     GraphRecursionError,
+    GraphRunError,
     InvalidUpdateError,
 )
 from threadloom.engine.persistence import Persistence
@@ -234,6 +235,16 @@ class RunLoop(Persistence):
                 pending[w.task_id] = [
                     Interrupt(*i) if not isinstance(i, Interrupt) else i for i in w.value
                 ]
+        value = cmd.resume
+        ids = [i.id for interrupts in pending.values() for i in interrupts]
+        if len(pending) > 1 and not (isinstance(value, Mapping) and any(i in value for i in ids)):
+            # As LangGraph 1.x: which interrupt one value answers would depend on task order.
+            raise GraphRunError(
+                f"thread {self.config.get('configurable', {}).get('thread_id')!r} has "
+                f"{len(pending)} pending interrupts; resume with a dict mapping interrupt ids "
+                f"to values, e.g. Command(resume={{id: value, ...}}) (ids: {ids}; see "
+                "get_state(...).interrupts)"
+            )
         for tid, interrupts in pending.items():
             value = cmd.resume
             if isinstance(value, Mapping) and any(i.id in value for i in interrupts):
