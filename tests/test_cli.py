@@ -427,3 +427,13 @@ def test_view_prints_each_tool_call_once_streamed_or_not():
     lines = out.getvalue().splitlines()
     assert lines.count('  -> cancel_order({"order_id": 1004})') == 1, lines
     assert lines.count('  -> cancel_order({"order_id": 7})') == 1, lines
+
+
+def test_drawing_the_demo_agent_writes_no_file(work, monkeypatch):
+    # Reported: `draw threadloom.demo.agent:demo_agent` created threadloom-demo.db; the
+    # demo's shop data is now created at its first query.
+    monkeypatch.delenv("THREADLOOM_DEMO_DB", raising=False)
+    result = cli("draw", "threadloom.demo.agent:demo_agent")
+    assert result.exit_code == 0, result.output
+    assert "exit_check" in result.stdout
+    assert sorted(p.name for p in work.iterdir()) == []

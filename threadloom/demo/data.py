@@ -82,19 +82,21 @@ class DemoData:
     """Access to the demo tables in one SQLite file; each call opens a short connection.
 
     Args:
-        path: the SQLite file (created with its tables and seed rows when missing).
+        path: the SQLite file, created with its tables and seed rows at the first query
+            (so building an agent over it, e.g. to draw it, writes nothing).
 
     Raises:
-        sqlite3.DatabaseError: the file is not a SQLite database.
+        sqlite3.DatabaseError: (at the first query) the file is not a SQLite database.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._setup()
+        self._ready = False
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
+        if not self._ready:
+            self._setup()
         conn = sqlite3.connect(self.path, timeout=30)
         conn.row_factory = sqlite3.Row
         try:
@@ -104,22 +106,33 @@ class DemoData:
             conn.close()
 
     def _setup(self) -> None:
-        with self._conn() as conn:
-            conn.executescript(_SCHEMA)
-            if conn.execute("SELECT COUNT(*) FROM demo_products").fetchone()[0]:
-                return
-            seed = load_seed()
-            conn.executemany(
-                "INSERT INTO demo_products VALUES (:sku, :name, :category, :price, :stock)",
-                seed["products"])
-            conn.executemany(
-                "INSERT INTO demo_rates VALUES (?, ?, ?)",
-                [(c, r, seed["rates_date"]) for c, r in seed["rates_to_usd"].items()])
-            for order in seed["orders"]:
-                conn.execute("INSERT INTO demo_orders VALUES (?, ?, ?, ?, NULL)",
-                             (order["id"], order["customer"], order["status"], order["created"]))
-                conn.executemany("INSERT INTO demo_order_items VALUES (?, ?, ?)",
-                                 [(order["id"], sku, qty) for sku, qty in order["items"]])
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._ready = True  # the connection below must not set up again
+        try:
+            with self._conn() as conn:
+                self._create(conn)
+        except BaseException:
+            self._ready = False
+            raise
+
+    @staticmethod
+    def _create(conn: sqlite3.Connection) -> None:
+        """The demo tables and, in an empty file, the seed rows."""
+        conn.executescript(_SCHEMA)
+        if conn.execute("SELECT COUNT(*) FROM demo_products").fetchone()[0]:
+            return
+        seed = load_seed()
+        conn.executemany(
+            "INSERT INTO demo_products VALUES (:sku, :name, :category, :price, :stock)",
+            seed["products"])
+        conn.executemany(
+            "INSERT INTO demo_rates VALUES (?, ?, ?)",
+            [(c, r, seed["rates_date"]) for c, r in seed["rates_to_usd"].items()])
+        for order in seed["orders"]:
+            conn.execute("INSERT INTO demo_orders VALUES (?, ?, ?, ?, NULL)",
+                         (order["id"], order["customer"], order["status"], order["created"]))
+            conn.executemany("INSERT INTO demo_order_items VALUES (?, ?, ?)",
+                             [(order["id"], sku, qty) for sku, qty in order["items"]])
 
     # -- queries used by the tools ---------------------------------------------------------
 
