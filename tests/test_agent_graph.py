@@ -40,7 +40,8 @@ def test_graph_has_exactly_the_five_nodes_in_drawing() -> None:
     assert list(agent.nodes) == NODES
     mermaid = agent.get_graph().draw_mermaid()
     for a, b in [("__start__", "before_run"), ("before_run", "model"), ("model", "tools"),
-                 ("model", "exit_check"), ("tools", "exit_check"), ("exit_check", "model"),
+                 ("model", "exit_check"), ("tools", "exit_check"), ("tools", "model"),
+                 ("exit_check", "model"),
                  ("exit_check", "after_run"), ("after_run", "__end__")]:
         assert f"{a} -" in mermaid and f"> {b};" in mermaid
         assert any(line.strip().startswith(a) and line.strip().endswith(f"> {b};")
@@ -51,8 +52,55 @@ def test_updates_stream_names_the_nodes_in_loop_order() -> None:
     agent = create_agent(ScriptedChatModel(counting_script), tools=[bump])
     order = [next(iter(ev)) for ev in agent.stream({"messages": [("user", "go")]},
                                                    stream_mode="updates")]
-    assert order == ["before_run"] + ["model", "tools", "exit_check"] * 3 + [
+    # tools -> model while no exit can hold; exit_check runs where the run may end
+    assert order == ["before_run"] + ["model", "tools"] * 3 + [
         "model", "exit_check", "after_run"]
+
+
+def _node_order(agent: Any, **config: Any) -> list[str]:
+    return [next(iter(ev)) for ev in agent.stream({"messages": [("user", "go")]},
+                                                  stream_mode="updates", **config)]
+
+
+def test_tools_route_to_exit_check_when_an_exit_tool_succeeded() -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
+                         exit_conditions=["bump"])
+    assert _node_order(agent) == ["before_run", "model", "tools", "exit_check", "after_run"]
+    assert agent.invoke({"messages": [("user", "go")]})["exit_reason"] == "bump"
+
+
+def test_tools_route_to_exit_check_when_the_steps_run_out() -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump], max_agent_steps=2)
+    assert _node_order(agent) == ["before_run", "model", "tools", "model", "tools",
+                                  "exit_check", "after_run"]
+    out = agent.invoke({"messages": [("user", "go")]})
+    assert out["exit_reason"] == "max_agent_steps" and out["step_count"] == 2
+
+
+def test_tools_route_to_exit_check_when_an_after_tool_hook_stops() -> None:
+    def stop(state: Any) -> None:
+        state.set("stop_run", "enough")
+
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
+                         hooks={"after_tool": [stop]})
+    assert _node_order(agent) == ["before_run", "model", "tools", "exit_check", "after_run"]
+    assert agent.invoke({"messages": [("user", "go")]})["exit_reason"] == "enough"
+
+
+def test_pausing_at_exit_check_keeps_it_after_every_tools_step(thread_id: str) -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
+                         checkpointer=InMemoryCheckpointer(), interrupt_before=["exit_check"])
+    agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
+    paused = agent.get_state(thread_id=thread_id)
+    assert paused.next == ("exit_check",)
+    assert [m.type for m in paused.values["messages"]] == ["human", "ai", "tool"]
+    resumes = 0
+    while agent.get_state(thread_id=thread_id).next == ("exit_check",) and resumes < 10:
+        agent.invoke(None, thread_id=thread_id)
+        resumes += 1
+    assert resumes == 4  # paused before the exit_check of each tools step and the answer's
+    done = agent.get_state(thread_id=thread_id)
+    assert done.next == () and done.values["exit_reason"] == "text"
 
 
 def test_checkpoints_record_agent_nodes(thread_id: str) -> None:
@@ -61,7 +109,8 @@ def test_checkpoints_record_agent_nodes(thread_id: str) -> None:
     agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
     history = list(agent.get_state_history(thread_id=thread_id))
     written = [w for snap in reversed(history) for w in snap.metadata.get("writes", {})]
-    assert written[:4] == ["before_run", "model", "tools", "exit_check"]
+    assert written[:5] == ["before_run", "model", "tools", "model", "tools"]
+    assert written[-3:-1] == ["model", "exit_check"]
     assert written[-1] == "after_run"
     assert agent.get_state(thread_id=thread_id).next == ()
 

@@ -6,6 +6,9 @@ START -> before_run -> model -> tools -> exit_check -> after_run -> END
                         |_________________________| (continue)
 ```
 
+``tools`` goes straight back to ``model`` when no exit can hold there (see
+``threadloom.agent.exit.tools_route``).
+
 The result, an ``Agent``, *is* a ``CompiledGraph``: streaming, thread ids, interrupts,
 time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack's
 ``Agent.run``), run-time options, lifecycle methods, ``clone`` and ``to_dict``.
@@ -23,8 +26,8 @@ from threadloom.agent.exit import (
     after_before_run,
     after_exit_check,
     after_model,
-    after_tools,
     make_rules,
+    tools_route,
 )
 from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
@@ -133,7 +136,9 @@ def create_agent(
     builder.add_edge(START, "before_run")
     builder.add_conditional_edges("before_run", after_before_run, ["model"])
     builder.add_conditional_edges("model", after_model, ["tools", "exit_check"])
-    builder.add_conditional_edges("tools", after_tools, ["exit_check"])
+    pauses = {*(interrupt_before or ()), *(interrupt_after or ())}
+    after_tools = tools_route(rules, strategy is not None, always_check="exit_check" in pauses)
+    builder.add_conditional_edges("tools", after_tools, ["model", "exit_check"])
     builder.add_conditional_edges("exit_check", after_exit_check, ["model", "after_run"])
     builder.add_edge("after_run", END)
     return Agent(builder, settings=settings, nodes=nodes, checkpointer=checkpointer,

@@ -155,9 +155,34 @@ def after_model(state: dict[str, Any]) -> Any:
     return "exit_check"
 
 
-def after_tools(state: dict[str, Any]) -> Any:
-    """``tools`` -> ``exit_check`` (unless a hook jumped or a paused call reruns ``tools``)."""
-    return [] if state.get("jump_to") is not None else "exit_check"
+def tools_route(rules: ExitRules, structured: bool, *, always_check: bool = False) -> Any:
+    """The edge out of ``tools``: ``exit_check`` when the run may end there, else ``model``.
+
+    ``exit_check`` after a tools step does something only when an exit reason holds (a
+    hook's ``stop_run``, a structured response, an exit tool that succeeded, the last
+    message's own exit) or ``max_agent_steps`` is reached; otherwise it writes nothing and
+    routes back to ``model``. So the edge goes straight to ``model`` then, as LangChain's
+    ``create_agent`` goes ``tools -> model``: one super-step and one checkpoint less per
+    agent step, the same state and the same exit reasons. ``always_check`` (the agent
+    pauses before or after ``exit_check``) keeps the ``exit_check`` step on every turn.
+
+    Args:
+        rules: the agent's exit rules.
+        structured: the agent has a ``response_format`` (``structured_response`` ends it).
+        always_check: route every tools step to ``exit_check``.
+    """
+
+    def after_tools(state: dict[str, Any]) -> Any:
+        if state.get("jump_to") is not None:
+            return []  # a hook jumped, or a paused call reruns ``tools``
+        if (always_check or state.get("stop_run") is not None
+                or (state.get("step_count") or 0) >= rules.max_steps
+                or (structured and state.get("structured_response") is not None)
+                or last_exit(state.get("messages") or (), rules) is not None):
+            return "exit_check"
+        return "model"
+
+    return after_tools
 
 
 def after_exit_check(state: dict[str, Any]) -> str:
@@ -166,7 +191,7 @@ def after_exit_check(state: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "JUMP_NODES", "after_before_run", "after_exit_check", "after_model", "after_tools",
+    "JUMP_NODES", "after_before_run", "after_exit_check", "after_model", "tools_route",
     "jump", "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules", "last_exit", "make_rules",
     "reply_exit", "tools_exit",
 ]

@@ -10,9 +10,11 @@ START -> before_run -> model -> tools -> exit_check -> after_run -> END
 Every node is async and reads the run's options (``RunOptions``) from the engine's task
 context, so nothing per-run that cannot be stored (callbacks, request-scoped objects)
 enters the checkpoint. Conditional edges (``threadloom.agent.exit``) route the normal
-path from the state; a hook's jump routes with ``Command(goto=...)``. Hooks run only where
-some are configured; without hooks a node builds no ``State`` at all. Tool execution lives in
-``threadloom.agent.tool_step``; the model call in ``threadloom.agent.model_step``.
+path from the state (``tools`` goes straight back to ``model`` when no exit can hold:
+``threadloom.agent.exit.tools_route``); a hook's jump routes with ``Command(goto=...)``.
+Hooks run only where some are configured; without hooks a node builds no ``State`` at
+all. Tool execution lives in ``threadloom.agent.tool_step``; the model call in
+``threadloom.agent.model_step``.
 """
 
 from __future__ import annotations
