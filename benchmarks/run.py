@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/run.py [W1 W2 ...] [--quick] [--json PATH]
+    python benchmarks/run.py [W1 W2 ...] [--quick] [--rounds N] [--json PATH]
 
 With no names every workload runs. W7 measures resident memory, so each of its sides runs
 in a fresh subprocess. Exit status: 0 when every available side ran, 1 when a side raised,
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import traceback
@@ -103,21 +104,40 @@ def _measure(side: str, func: str, quick: bool, fresh: bool, label: str) -> Resu
         return f"error: {type(exc).__name__}: {exc}"[:160]
 
 
-def run_workload(w: Workload, quick: bool) -> tuple[list[list[str]], list[dict[str, Any]]]:
-    """Run one workload on threadloom, then on each peer; return table rows and records."""
+def median_result(results: list[Result]) -> Result:
+    """Combine the rounds of one side: the median of each metric, or the first round's
+    cell text when a round has no figures (an error, not available)."""
+    texts = [r for r in results if not isinstance(r, dict)]
+    if texts:
+        return texts[0]
+    metrics = list(dict.fromkeys(m for r in results for m in r))  # type: ignore[union-attr]
+    return {m: statistics.median(r[m] for r in results if m in r)  # type: ignore[index, operator]
+            for m in metrics}
+
+
+def run_workload(w: Workload, quick: bool,
+                 rounds: int = 1) -> tuple[list[list[str]], list[dict[str, Any]]]:
+    """Run one workload on threadloom, then on each peer, ``rounds`` times in turn (so a
+    slow spell of a shared machine falls on both sides); return table rows and records
+    holding each side's median over the rounds."""
     print(f"{w.name}: {w.title}", file=sys.stderr, flush=True)
     if tl_workloads is None:
         print(f"{w.name}: threadloom side not available: {TL_IMPORT_ERROR}", flush=True)
-        tl: Result = NOT_AVAILABLE
-    else:
-        tl = _measure("tl", w.tl, quick, w.subprocess, "threadloom")
+    present = [(label, func) for label, peer, func in w.peers if h.peer_available(peer)]
+    mine_runs: list[Result] = []
+    their_runs: dict[str, list[Result]] = {label: [] for label, _ in present}
+    for _ in range(rounds):
+        if tl_workloads is None:
+            mine_runs.append(NOT_AVAILABLE)
+        else:
+            mine_runs.append(_measure("tl", w.tl, quick, w.subprocess, "threadloom"))
+        for label, func in present:
+            their_runs[label].append(_measure("peer", func, quick, w.subprocess, label))
+    tl = median_result(mine_runs)
     rows: list[list[str]] = []
     records: list[dict[str, Any]] = []
-    for label, peer, func in w.peers:
-        if h.peer_available(peer):
-            theirs: Result = _measure("peer", func, quick, w.subprocess, label)
-        else:
-            theirs = h.NOT_INSTALLED
+    for label, _peer, _func in w.peers:
+        theirs = median_result(their_runs[label]) if label in their_runs else h.NOT_INSTALLED
         metrics = list(tl) if isinstance(tl, dict) else []
         metrics += [m for m in (theirs if isinstance(theirs, dict) else {}) if m not in metrics]
         for metric in metrics or ["-"]:
@@ -150,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workloads", nargs="*", metavar="W", help="W1..W7 (default: all)")
     parser.add_argument("--quick", action="store_true", help="smaller counts, same shapes")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument("--rounds", type=int, default=1, metavar="N",
+                        help="run the sides in turn N times and report each side's median "
+                             "(steadier figures on a shared machine; default 1)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -158,19 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     rows: list[list[str]] = []
     records: list[dict[str, Any]] = []
     for name in names:
-        r, rec = run_workload(WORKLOADS[name], args.quick)
+        r, rec = run_workload(WORKLOADS[name], args.quick, args.rounds)
         rows += r
         records += rec
     peer_names = {p for n in names for _, p, _ in WORKLOADS[n].peers}
     versions = h.peer_versions(sorted(peer_names))
-    print(f"python {platform.python_version()}, {'quick' if args.quick else 'full'} counts; "
+    rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
+    print(f"python {platform.python_version()}, {'quick' if args.quick else 'full'} counts"
+          f"{rounds}; "
           + ", ".join(f"{k} {v}" for k, v in versions.items()))
     print(h.render_table(rows))
     if args.json:
         args.json.write_text(json.dumps({"versions": versions, "quick": args.quick,
+                                         "rounds": args.rounds,
                                          "threadloom_import_error": TL_IMPORT_ERROR,
                                          "results": records}, indent=2))
     if any(isinstance(r["threadloom"], str) and r["threadloom"].startswith("error")

@@ -70,6 +70,17 @@ def test_unknown_workload_is_a_usage_error():
     assert "unknown workload" in proc.stderr and "W9" in proc.stderr
 
 
+def test_rounds_report_each_sides_median():
+    import run  # benchmarks/run.py
+
+    rounds = [{"ms": 3.0, "MB": 1.0}, {"ms": 1.0, "MB": 9.0}, {"ms": 2.0, "MB": 2.0}]
+    assert run.median_result(rounds) == {"ms": 2.0, "MB": 2.0}
+    assert run.median_result([{"ms": 1.0}, "error: ValueError: x"]) == "error: ValueError: x"
+    proc = subprocess.run([sys.executable, str(RUN), "W1", "--rounds", "0"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "--rounds must be at least 1" in proc.stderr
+
+
 def test_harness_helpers_follow_the_workload_definitions():
     assert len(harness.make_text(7)) == 200
     assert harness.make_text(7) == harness.make_text(7) != harness.make_text(8)
