@@ -295,3 +295,44 @@ def test_update_state_as_model_and_time_travel_follow_the_edges(thread_id: str) 
     # time travel: resume the original pause point again, from its checkpoint
     replay = agent.invoke(None, paused.config)
     assert replay["messages"][2].type == "tool" and replay["messages"][2].text == "1"
+
+
+def test_pausing_at_exit_check_draws_no_tools_to_model_edge() -> None:
+    paused = create_agent(ScriptedChatModel(counting_script), tools=[bump],
+                          checkpointer=InMemoryCheckpointer(), interrupt_after=["exit_check"])
+    edges = {(e.source, e.target) for e in paused.get_graph().edges}
+    assert ("tools", "exit_check") in edges and ("tools", "model") not in edges
+    plain = create_agent(ScriptedChatModel(counting_script), tools=[bump])
+    assert ("tools", "model") in {(e.source, e.target) for e in plain.get_graph().edges}
+
+
+def _finish_script(fail: bool) -> Any:
+    def script(messages: list[Any], tools: Any = None) -> AIMessage:
+        last = messages[-1]
+        if last.type == "human":
+            args = {"x": "bad"} if fail else {"x": 1}
+            return AIMessage(content="", tool_calls=[{"name": "finish", "args": args,
+                                                      "id": "c1"}])
+        return AIMessage(content="answered")
+    return script
+
+
+def finish(x: int) -> str:
+    """Hand in the result."""
+    return f"done {x}"
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_return_direct_tool_given_at_run_time_ends_the_run(fail: bool) -> None:
+    agent = create_agent(ScriptedChatModel(_finish_script(fail)), tools=[bump])
+    direct = tool(finish, return_direct=True)
+    out = agent.run(messages="go", tools=[direct])
+    if fail:  # its call failed (bad arguments): the loop goes on to the text answer
+        assert out["exit_reason"] == "text" and out["step_count"] == 2
+        assert out["messages"][2].status == "error"
+    else:
+        assert out["exit_reason"] == "finish" and out["step_count"] == 1
+        assert out["messages"][-1].type == "tool" and out["messages"][-1].text == "done 1"
+    # without it at run time, the configured tools have no exit: a normal text answer
+    assert create_agent(ScriptedChatModel(["plain"]), tools=[bump]).run(
+        messages="go")["exit_reason"] == "text"

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update
-from threadloom.agent.exit import JUMP_END, jump
+from threadloom.agent.exit import JUMP_END, ExitRules, jump, tools_exit
 from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
 from threadloom.agent.structured import ToolStrategy
@@ -211,6 +212,10 @@ class ToolStep:
             target = _target(control, update)
             if target not in (None, "tools"):
                 messages = answer_pending(messages, _why(control))
+        if target is None and opts.extra_tools and "stop_run" not in update:
+            reason = runtime_exit(opts.extra_tools, nodes.rules, messages)
+            if reason is not None:
+                update["stop_run"] = reason  # exit_check ends the run with the tool's name
         update["messages"] = messages_update(stored, messages)
         result: Any = update if target in (None, "exit_check") else jump(update, target)
         return [result, *commands] if commands else result
@@ -305,6 +310,18 @@ class ToolStep:
         if counts:
             add_delta(update, "tool_call_counts", counts)
         return results, commands, bool(paused)
+
+
+def runtime_exit(extra_tools: Sequence[Any], rules: ExitRules,
+                 messages: Sequence[BaseMessage]) -> str | None:
+    """The name of a ``return_direct`` tool given only at run time (``tools=`` of the run)
+    whose call succeeded in the last tools step, when it is the first exit in call order
+    (the configured exits are the rules' own, checked by ``exit_check``); else None."""
+    direct = frozenset(t.name for t in extra_tools if t.return_direct) - rules.tools
+    if not direct:
+        return None
+    reason = tools_exit(messages, replace(rules, tools=rules.tools | direct))
+    return reason if reason in direct else None
 
 
 def _target(control: Any, update: dict[str, Any]) -> str | None:
