@@ -136,10 +136,10 @@ def create_agent(
     builder.add_edge(START, "before_run")
     builder.add_conditional_edges("before_run", after_before_run, ["model"])
     builder.add_conditional_edges("model", after_model, ["tools", "exit_check"])
-    pauses = {*(interrupt_before or ()), *(interrupt_after or ())}
-    after_tools = tools_route(rules, strategy is not None, always_check="exit_check" in pauses)
+    always_check = "exit_check" in {*(interrupt_before or ()), *(interrupt_after or ())}
+    after_tools = tools_route(rules, strategy is not None, always_check=always_check)
     builder.add_conditional_edges(
-        "tools", after_tools, ["exit_check"] if "exit_check" in pauses else ["model", "exit_check"])
+        "tools", after_tools, ["exit_check"] if always_check else ["model", "exit_check"])
     builder.add_conditional_edges("exit_check", after_exit_check, ["model", "after_run"])
     builder.add_edge("after_run", END)
     return Agent(builder, settings=settings, nodes=nodes, checkpointer=checkpointer,
