@@ -72,14 +72,7 @@ def _str(v: Any) -> bool:
 
 
 def _content(v: Any) -> bool:
-    if type(v) is str:
-        return True
-    if type(v) is not list:
-        return False
-    for part in v:
-        if not plain_dict(part):
-            return False
-    return True
+    return type(v) is str or _list_of_dicts(v)
 
 
 def _list_of_dicts(v: Any) -> bool:
