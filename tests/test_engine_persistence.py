@@ -459,3 +459,16 @@ def test_snapshot_values_list_keys_in_schema_order_in_every_process(tmp_path):
     finally:
         reader.close()
         writer.close()
+
+
+def test_thread_id_given_twice_must_agree(checkpointer):
+    app = counter_graph().compile(checkpointer=checkpointer)
+    config = {"configurable": {"thread_id": "c1"}}
+    with pytest.raises(ValueError, match=r"thread_id='c2' differs .* 'c1'"):
+        app.invoke({"n": 1}, config, thread_id="c2")
+    with pytest.raises(ValueError, match="differs"):
+        app.get_state(config, thread_id="c2")
+    assert app.get_state(thread_id="c2").values == {}  # nothing ran on either thread
+    assert app.get_state(thread_id="c1").values == {}
+    # the same id twice is fine (a number given in the config is compared as text)
+    assert app.invoke({"n": 1}, {"configurable": {"thread_id": 7}}, thread_id="7")["n"] == 4

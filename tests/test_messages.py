@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from threadloom import ScriptedChatModel
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,
@@ -183,6 +184,32 @@ def test_chunk_tool_call_args_merge_by_index() -> None:
         ("f", {"a": 1}, "c0"),
         ("g", {}, "c1"),
     ]
+
+
+def test_chunk_sum_reads_tool_calls_from_its_chunks_as_langchain_does() -> None:
+    # A LangChain user sums the `messages` stream's chunks and reads `.tool_calls`.
+    first = AIMessageChunk(
+        tool_call_chunks=[{"name": "f", "args": '{"a":', "id": "c0", "index": 0}])
+    rest = AIMessageChunk(tool_call_chunks=[{"name": None, "args": " 1}", "id": None, "index": 0}])
+    partial = AIMessageChunk(content="") + first
+    assert partial.tool_calls == []  # the arguments are still arriving
+    assert [(c["name"], c["id"]) for c in partial.invalid_tool_calls] == [("f", "c0")]
+    done = partial + rest
+    assert done.tool_calls == [{"name": "f", "args": {"a": 1}, "id": "c0", "type": "tool_call"}]
+    assert done.invalid_tool_calls == []
+    assert done.tool_calls == done.to_message().tool_calls
+    # chunks made with parsed calls and no call chunks keep them
+    whole = AIMessageChunk(tool_calls=[{"name": "g", "args": {}, "id": "c1"}]) + AIMessageChunk()
+    assert [c["name"] for c in whole.tool_calls] == ["g"]
+
+
+def test_streamed_chunks_summed_give_the_invoked_reply_calls() -> None:
+    script = [{"content": "", "tool_calls": [{"name": "f", "args": {"a": [1, 2]}},
+                                            {"name": "g", "args": {}}]}]
+    total = sum(ScriptedChatModel(script).stream([("user", "hi")]), AIMessageChunk())
+    expected = ScriptedChatModel(script).invoke([("user", "hi")]).tool_calls
+    assert total.tool_calls == expected
+    assert [c["name"] for c in total.tool_calls] == ["f", "g"]
 
 
 def test_chunks_without_index_continue_the_last_call() -> None:

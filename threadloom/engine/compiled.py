@@ -126,6 +126,12 @@ class CompiledGraph:
         out = dict(config or {})
         conf = dict(out.get("configurable") or {})
         if thread_id is not None:
+            given = conf.get("thread_id")
+            if given is not None and str(given) != str(thread_id):
+                raise ValueError(
+                    f"thread_id={thread_id!r} differs from the config's "
+                    f"configurable thread_id {given!r}; pass the thread id once"
+                )
             conf["thread_id"] = thread_id
         if "thread_id" in conf and not isinstance(conf["thread_id"], str):
             conf["thread_id"] = str(conf["thread_id"])
@@ -169,6 +175,8 @@ class CompiledGraph:
             context: any object; nodes see it as ``runtime.context``.
 
         Raises:
+            ValueError: ``thread_id`` and the config's ``thread_id`` are both given and
+                differ (raised when the first event is asked for).
             Whatever the run raises, after every event before it was yielded. Closing the
             iterator early cancels the running nodes; the thread stays resumable.
         """

@@ -141,7 +141,11 @@ class AIMessageChunk(AIMessage):
 
     Adding concatenates text, reasoning and refusal, merges ``tool_call_chunks`` by
     ``index`` (concatenating ``args``), sums usage and merges metadata (later non-null
-    values win), mirroring LangChain's ``AIMessageChunk.__add__``.
+    values win), mirroring LangChain's ``AIMessageChunk.__add__``. As in LangChain, the
+    sum's ``tool_calls`` are read from its merged ``tool_call_chunks``: a call whose
+    ``args`` are a complete JSON object is in ``tool_calls``; one still arriving (or
+    broken) is in ``invalid_tool_calls`` with the parse error, where LangChain would show
+    a partly parsed dict. ``to_message()`` gives the same calls.
     """
 
     type: Literal["AIMessageChunk"] = "AIMessageChunk"  # type: ignore[assignment]
@@ -154,6 +158,12 @@ class AIMessageChunk(AIMessage):
     def __add__(self, other: Any) -> AIMessageChunk:
         if not isinstance(other, AIMessageChunk):
             return NotImplemented
+        call_chunks = _merge_tool_call_chunks(self.tool_call_chunks, other.tool_call_chunks)
+        if call_chunks:
+            tool_calls, invalid = _calls_of(call_chunks)
+        else:
+            tool_calls = self.tool_calls + other.tool_calls
+            invalid = self.invalid_tool_calls + other.invalid_tool_calls
         return construct_unchecked(
             AIMessageChunk,
             content=_add_content(self.content, other.content),
@@ -161,12 +171,12 @@ class AIMessageChunk(AIMessage):
             name=self.name or other.name,
             additional_kwargs=_merge_meta(self.additional_kwargs, other.additional_kwargs),
             response_metadata=_merge_meta(self.response_metadata, other.response_metadata),
-            tool_calls=self.tool_calls + other.tool_calls,
-            invalid_tool_calls=self.invalid_tool_calls + other.invalid_tool_calls,
+            tool_calls=tool_calls,
+            invalid_tool_calls=invalid,
             usage_metadata=add_usage(self.usage_metadata, other.usage_metadata),
             reasoning_content=_add_opt(self.reasoning_content, other.reasoning_content),
             refusal=_add_opt(self.refusal, other.refusal),
-            tool_call_chunks=_merge_tool_call_chunks(self.tool_call_chunks, other.tool_call_chunks),
+            tool_call_chunks=call_chunks,
         )
 
     def __radd__(self, other: Any) -> AIMessageChunk:
@@ -183,13 +193,10 @@ class AIMessageChunk(AIMessage):
         Chunks without an id get one (``new_tool_call_id``). Without chunks, the chunk's
         own ``tool_calls`` are kept.
         """
-        tool_calls = list(self.tool_calls)
-        invalid = list(self.invalid_tool_calls)
         if self.tool_call_chunks:
-            tool_calls = []
-            for chunk in self.tool_call_chunks:
-                call = make_tool_call(chunk.get("name"), chunk.get("args"), chunk.get("id"))
-                (invalid if "error" in call else tool_calls).append(call)  # type: ignore[arg-type]
+            tool_calls, invalid = _calls_of(self.tool_call_chunks)
+        else:
+            tool_calls, invalid = list(self.tool_calls), list(self.invalid_tool_calls)
         return construct_unchecked(
             AIMessage,
             content=self.content,
@@ -322,6 +329,16 @@ def add_usage(a: UsageMetadata | None, b: UsageMetadata | None) -> UsageMetadata
                 merged[k] = merged.get(k, 0) + v
             total[key] = merged
     return total  # type: ignore[return-value]
+
+
+def _calls_of(chunks: list[ToolCallChunk]) -> tuple[list[Any], list[Any]]:
+    """(tool_calls, invalid_tool_calls) parsed from merged tool-call chunks."""
+    calls: list[Any] = []
+    invalid: list[Any] = []
+    for chunk in chunks:
+        call = make_tool_call(chunk.get("name"), chunk.get("args"), chunk.get("id"))
+        (invalid if "error" in call else calls).append(call)
+    return calls, invalid
 
 
 def _merge_tool_call_chunks(
