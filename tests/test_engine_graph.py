@@ -182,6 +182,34 @@ def test_draw_png_is_a_png(tmp_path):
     assert path.read_bytes() == data
 
 
+@pytest.mark.parametrize("name", ["a", "__start__", "exit_check", "lookup_customer_orders",
+                                  "web_search_with_a_long_name", "x" * 40, "w" * 30,
+                                  "a much longer name with spaces in it", "y" * 200])
+def test_png_node_labels_fit_inside_their_circles(name):
+    # A new user's long node name ran past its circle and off the image.
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from threadloom.engine.drawing import _RADIUS, _fit_label, _text_width
+
+    text, size = _fit_label(name, _text_width)
+    assert 5 <= size <= 8
+    if len(name) < 120:
+        # only broken into lines (a space at a break dropped), nothing lost
+        assert text.replace("\n", "").replace(" ", "") == name.replace(" ", "")
+    else:
+        assert text.endswith("\u2026")
+    fig = plt.figure(dpi=72)  # one pixel per point
+    try:
+        drawn = fig.text(0.5, 0.5, text, fontsize=size, ha="center", va="center",
+                         multialignment="center")
+        box = drawn.get_window_extent(fig.canvas.get_renderer())
+    finally:
+        plt.close(fig)
+    assert box.width**2 + box.height**2 <= (2 * _RADIUS) ** 2, (text, box)
+
+
 def _support_graph():
     g = StateGraph(S)
     for name in ("classify", "refunds", "answer", "spam_filter", "web", "kb", "join",

@@ -10,6 +10,8 @@ their path-map label.
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 import networkx as nx
@@ -20,6 +22,7 @@ from threadloom.engine.types import END, START
 __all__ = ["DrawableGraph"]
 
 _NODE_SIZE = 2600  # matplotlib marker area, points^2
+_RADIUS = (_NODE_SIZE / 3.14159) ** 0.5  # a node circle's radius, points (28.8)
 _RADIUS_PT = 27.0  # where an arrow stops short of a node's centre, points
 _SWEEPS = 4
 _ARC = -0.45  # the bend of a loop arc between adjacent layers (matplotlib's arc3 rad)
@@ -92,7 +95,10 @@ class DrawableGraph:
         colors = ["#bfb6fc" if n in (START, END) else "#f2f0ff" for n in real]
         nx.draw_networkx_nodes(self._nx, {n: pos[n] for n in real}, ax=ax, nodelist=real,
                                node_color=colors, node_size=_NODE_SIZE, edgecolors="#555")
-        nx.draw_networkx_labels(self._nx, {n: pos[n] for n in real}, ax=ax, font_size=8)
+        for n in real:
+            text, size = _fit_label(str(n), _text_width)
+            ax.text(*pos[n], text, fontsize=size, ha="center", va="center",
+                    multialignment="center")
         labels = _labels(self.edges)
         for a, b, data in self._nx.edges(data=True):
             style = _EdgeStyle(bool(data.get("conditional")))
@@ -116,6 +122,74 @@ class DrawableGraph:
             with open(path, "wb") as fh:
                 fh.write(data)
         return data
+
+
+def _fit_label(name: str, measure: Any) -> tuple[str, float]:
+    """A node name as lines that fit inside its circle, and the font size (points).
+
+    Lines break after ``_``, ``-`` or a space where they can, else anywhere; the font
+    shrinks from 8 to 5 points before a name too long even then is cut with an ellipsis.
+    A block fits when its diagonal is within the circle's diameter; ``measure(line,
+    size)`` gives a line's width in points (a line is 1.2 em high).
+    """
+    room = 2 * _RADIUS - 6  # the circle's diameter less a margin, points
+
+    def fits(lines: list[str], size: float) -> bool:
+        wide = max(measure(line, size) for line in lines)
+        high = len(lines) * 1.2 * size
+        return wide * wide + high * high <= room * room
+
+    lines: list[str] = []
+    for size in (8.0, 7.0, 6.0, 5.0):
+        for per_line in range(int(room / (0.5 * size)), 1, -1):
+            lines = _wrap(name, per_line)
+            if fits(lines, size):
+                return "\n".join(lines), size
+    # too long for any size: lines as wide as the square inside the circle, at 5 points,
+    # as many as fit, the last ending in "…"
+    side = room / 2**0.5
+    per_line = max(n for n in range(1, len(name) + 1)
+                   if n == 1 or measure(name[:n], 5.0) <= side)
+    lines = _wrap(name, per_line)
+    while len(lines) > 1 and not fits(lines, 5.0):
+        lines = [*lines[:-2], lines[-2][:-1] + "\u2026"]
+    return "\n".join(lines), 5.0
+
+
+def _text_width(line: str, size: float) -> float:
+    """A line's width in points in matplotlib's default font (the sum of its
+    characters' advances; kerning is ignored)."""
+    return sum(_char_width(c) for c in line) * size
+
+
+@functools.cache
+def _char_width(char: str) -> float:
+    """A character's advance in matplotlib's default font, in em."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    return TextToPath().get_text_width_height_descent(
+        char, FontProperties(size=100), ismath=False)[0] / 100
+
+
+def _wrap(name: str, per_line: int) -> list[str]:
+    """``name`` in lines of at most ``per_line`` characters, broken after separators."""
+    lines: list[str] = []
+    line = ""
+    for word in re.findall(r"[^_\-\s]*[_\-\s]*", name):
+        while len(word) > per_line:  # a word longer than a line is cut
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:per_line])
+            word = word[per_line:]
+        if len(line) + len(word) > per_line:
+            lines.append(line)
+            line = ""
+        line += word
+    if line or not lines:
+        lines.append(line)
+    return [ln.rstrip() or ln for ln in lines]
 
 
 def _mermaid_id(name: str) -> str:
