@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 
 import pytest
 
+# The one place PostgreSQL tests take their server from: test modules import it
+# (``from conftest import PG_CONNINFO``) rather than spelling out a conninfo of their own.
 PG_CONNINFO = os.environ.get("THREADLOOM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@functools.cache
+def _pg_unreachable() -> str | None:
+    """Why the PostgreSQL of ``PG_CONNINFO`` can't be reached, or None; probed once."""
+    try:
+        import psycopg
+    except ImportError:
+        return None  # the tests themselves skip with importorskip
+    try:
+        psycopg.connect(PG_CONNINFO, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        return f"PostgreSQL of THREADLOOM_TEST_PG is unreachable: {exc}".strip()
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``postgres`` test errors at once when its server is down, instead of each one
+    waiting out the pool's 30 s connect timeout; ``-m "not postgres"`` needs no server."""
+    if item.get_closest_marker("postgres") is not None:
+        reason = _pg_unreachable()
+        if reason:
+            pytest.fail(reason, pytrace=False)
 
 
 def _memory():

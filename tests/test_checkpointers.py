@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import PG_CONNINFO
 
 from threadloom.checkpoint.conformance import CHECKS, Backend, run_conformance
 from threadloom.checkpoint.memory import InMemoryCheckpointer
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
 from threadloom.checkpoint.stored import StoredCheckpointer
-
-PG_CONNINFO = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def _memory_backend() -> Backend:

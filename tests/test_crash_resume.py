@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from conftest import PG_CONNINFO
 from crash_worker import (
     FAST,
     chain_ids,
@@ -42,8 +43,6 @@ from crash_worker import (
 from threadloom import START, HumanMessage, StateGraph, ThreadBusyError
 from threadloom.checkpoint.memory import InMemoryCheckpointer
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
-
-PG_CONNINFO = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -55,7 +55,9 @@ def _check(values):
     assert type(values["d"]) is dt.date
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_types_survive_a_new_checkpointer_instance(backend, tmp_path, thread_id):
     if backend == "sqlite":
         from threadloom import SqliteCheckpointer

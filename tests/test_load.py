@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import PG_CONNINFO
 from crash_worker import load_worker, open_backend
 
 pytestmark = pytest.mark.slow
 
-PG_CONNINFO = "postgresql://postgres@127.0.0.1:5432/test"
 WORKERS = 8
 THREADS = int(os.environ.get("THREADLOOM_LOAD_THREADS", "50"))
 # 10 turns as the issue asks; PostgreSQL (an fsync'd commit per write, ~3 ms here) runs 5

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from conftest import PG_CONNINFO
 
 from threadloom import START, Command, StateGraph, interrupt
 from threadloom.engine.errors import EmptyInputError
-
-PG_CONNINFO = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
