@@ -106,9 +106,9 @@ class DrawableGraph:
                 _draw_loop(ax, pos[a], pos[b], style)
             else:
                 _draw_path(ax, [pos[p] for p in layout.route(a, b)], style)
-            text = labels.get((a, b))
-            if text:
-                _draw_label(ax, *_label_anchor(layout, a, b), text)
+            label = labels.get((a, b))
+            if label:
+                _draw_label(ax, *_label_anchor(layout, a, b), label)
         ax.set_title(self.name)
         ys = [pos[n][1] for n in pos]  # the limits hold long edges' slots too
         ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
