@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import time
+from pathlib import Path
 from typing import Annotated, TypedDict
 
 from threadloom import END, START, Command, StateGraph, get_stream_writer, interrupt
@@ -106,6 +108,38 @@ slow = _slow_builder.compile(name="slow")
 """``fast`` then a ``slow`` node that sleeps 30 s: for Ctrl-C and the progress line."""
 
 
+class Ticker(TypedDict, total=False):
+    n: int
+    stop: int
+    pause: float
+    until: str
+
+
+def _tick(state: Ticker) -> dict:
+    until = state.get("until")
+    if until:  # wait (at most 60 s) for the test to create this file
+        deadline = time.monotonic() + 60
+        while not Path(until).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    else:
+        time.sleep(state.get("pause", 1.0))
+    return {"n": state.get("n", 0) + 1}
+
+
+def _again(state: Ticker) -> str:
+    return "tick" if state["n"] < state.get("stop", 3) else END
+
+
+_ticker_builder = StateGraph(Ticker)
+_ticker_builder.add_node("tick", _tick)
+_ticker_builder.add_edge(START, "tick")
+_ticker_builder.add_conditional_edges("tick", _again, {"tick": "tick", END: END})
+ticker = _ticker_builder.compile(name="ticker")
+"""Sleeps ``pause`` s (default 1) per step, or waits for the file ``until`` to exist,
+until ``n`` reaches ``stop``, saving each step: a run that holds its thread's lease for a
+while, for tests of concurrent CLI commands."""
+
+
 def make_counter() -> object:
     """A factory without arguments (the CLI calls it)."""
     return builder
@@ -113,4 +147,5 @@ def make_counter() -> object:
 
 not_a_graph = 42
 
-__all__ = ["Command", "chat", "counter", "counter_builder", "make_counter", "review", "slow"]
+__all__ = ["Command", "chat", "counter", "counter_builder", "make_counter", "review", "slow",
+           "ticker"]

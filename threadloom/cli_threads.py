@@ -7,14 +7,25 @@ checkpoint whose parent is the chosen one: with ``--graph MODULE:ATTR`` it goes 
 update is written straight through the checkpointer: each key replaces the stored value,
 except ``messages``, whose new messages are appended. Either way the next ``run`` of the
 thread continues from the fork (the newest checkpoint).
+
+``list``, ``show`` and ``history`` never write: a SQLite file is opened read-only (a
+missing one is not created, another application's database is named and left as it is).
+A thread whose stored data cannot be decoded is listed as unreadable, naming the
+checkpoint and what is wrong, and the others are still listed. ``fork`` and ``delete``
+hold the thread's lease while they write, so no run starts meanwhile, and refuse a thread
+whose lease a live run holds (it would write on after them).
 """
 
 from __future__ import annotations
 
 import copy
 import datetime as _dt
+import os
+import socket
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +33,30 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from threadloom.cli_common import CliError, as_graph, dumps, friendly, load_target, parse_json_arg
+from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
+from threadloom.cli_common import (
+    CliError,
+    as_graph,
+    dumps,
+    friendly,
+    load_target,
+    parse_json_arg,
+)
 from threadloom.cli_common import open_checkpointer as _open
 from threadloom.cli_run import DEFAULT_DB, require_thread
+from threadloom.engine.errors import CheckpointError, ThreadBusyError
 
 DEMO_DB = "threadloom-demo.db"  # the demo's default file (see cli_demo)
 
-__all__ = ["threads_app"]
+LEASE_S = 60.0  # how long fork/delete hold a thread (their write takes well under that)
+_OWNER = f"{socket.gethostname()}:{os.getpid()}:cli-{uuid.uuid4().hex[:8]}"  # see leases.py
+
+__all__ = ["hold_thread", "threads_app"]
 
 threads_app = typer.Typer(help="Inspect and edit saved threads.", no_args_is_help=True,
                           add_completion=False)
 
-DB = typer.Option(DEFAULT_DB, "--db", help="SQLite checkpoint file")
+DB = typer.Option(None, "--db", help=f"SQLite checkpoint file (default: {DEFAULT_DB})")
 PG = typer.Option(None, "--postgres", help="PostgreSQL conninfo (instead of --db)")
 
 
@@ -42,12 +65,82 @@ def _console() -> Console:
     return Console(width=None if tty else 200, highlight=False, soft_wrap=not tty)
 
 
-def _store(db: str, postgres: str | None) -> tuple[Any, str]:
-    if not postgres and db == DEFAULT_DB and not Path(db).exists() and Path(DEMO_DB).exists():
-        # Right after `threadloom demo`, its file is the one a user means.
-        typer.echo(f"(no {DEFAULT_DB} here: showing the demo's {DEMO_DB})", err=True)
-        db = DEMO_DB
-    return _open(db, postgres), ("PostgreSQL" if postgres else repr(db))
+def _sqlite_file(db: str | None, postgres: str | None) -> str:
+    """The SQLite file meant (``--db``, else the default or, right after ``threadloom
+    demo``, the demo's file); refuses ``--db`` together with ``--postgres``."""
+    if postgres and db is not None:
+        raise CliError("give --db or --postgres, not both (--db names a SQLite file, "
+                       "--postgres a PostgreSQL server)", 2)
+    if db is None:
+        db = DEFAULT_DB
+        if not postgres and not Path(db).exists() and Path(DEMO_DB).exists():
+            typer.echo(f"(no {DEFAULT_DB} here: showing the demo's {DEMO_DB})", err=True)
+            db = DEMO_DB
+    return db
+
+
+@contextmanager
+def _reader(db: str | None, postgres: str | None) -> Iterator[tuple[Any, str]]:
+    """The store opened for reading, and how to name it."""
+    path = _sqlite_file(db, postgres)
+    if postgres:
+        yield _open(path, postgres), "PostgreSQL"
+        return
+    cp = _open(path, read_only=True)
+    try:
+        yield cp, repr(path)
+    finally:
+        cp.close()
+
+
+def _writer(db: str | None, postgres: str | None) -> tuple[Any, str]:
+    """The store opened for writing; a SQLite file must already hold threadloom's tables
+    (checked read-only first, so another application's file is left untouched)."""
+    path = _sqlite_file(db, postgres)
+    if not postgres:
+        _open(path, read_only=True).close()
+    return _open(path, postgres), ("PostgreSQL" if postgres else repr(path))
+
+
+def _why(exc: BaseException) -> str:
+    """An exception's message with its notes (which name the checkpoint and thread)."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if isinstance(n, str)]
+    return str(exc) + (f" ({'; '.join(notes)})" if notes else "")
+
+
+@contextmanager
+def _reading(thread: str) -> Iterator[None]:
+    """Turn a stored record that cannot be decoded into one line naming the thread."""
+    try:
+        yield
+    except CheckpointError as exc:
+        raise CliError(f"cannot read thread {thread!r}: {_why(exc)}") from exc
+
+
+@contextmanager
+def hold_thread(cp: Any, thread: str, refused: str = "nothing was written") -> Iterator[int | None]:
+    """Hold ``thread``'s lease while a command writes it, so that no run starts meanwhile
+    (a run waits, then fails with ``ThreadBusyError``). Yields the fencing token (None
+    for a checkpointer without leases); the lease is given back on exit.
+
+    Args:
+        refused: what the error says was not done, e.g. ``"nothing was deleted"``.
+
+    Raises:
+        CliError: a live run (in another process, or elsewhere on PostgreSQL) holds the
+            lease; a lease of a process that died on this host does not count.
+    """
+    if not hasattr(cp, "acquire_lease"):
+        yield None
+        return
+    try:
+        token = cp.acquire_lease(thread, _OWNER, LEASE_S)
+    except ThreadBusyError as exc:
+        raise CliError(f"{exc}; {refused} (wait for the run to end, then try again)") from exc
+    try:
+        yield token
+    finally:
+        cp.release_lease(thread, token)
 
 
 def _config(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -63,6 +156,14 @@ def _status(saved: Any) -> str:
     if any(w.channel == "__error__" for w in saved.pending_writes):
         return "error"
     return "pending" if saved.checkpoint.get("next") else "done"
+
+
+def _when(ts: Any) -> str:
+    """A checkpoint time to the second, with its UTC offset: ``2025-01-31 12:00:05+00:00``."""
+    try:
+        return _dt.datetime.fromisoformat(str(ts)).isoformat(sep=" ", timespec="seconds")
+    except ValueError:
+        return str(ts) if ts else "-"
 
 
 def _next(saved: Any) -> str:
@@ -83,34 +184,50 @@ def _find(cp: Any, thread: str, prefix: str) -> Any:
 
 @threads_app.command("list")
 @friendly
-def list_threads(db: str = DB, postgres: str | None = PG) -> None:
-    """Every thread with its checkpoint count, last step, status and next nodes."""
-    cp, where = _store(db, postgres)
-    table = Table(title=f"threads in {where}")
-    for col in ("thread", "checkpoints", "step", "status", "next", "updated"):
-        table.add_column(col, no_wrap=col == "thread")
-    for thread in cp.list_threads():
-        items = list(cp.list(_config(thread)))
-        if not items:
-            continue
-        last = items[0]
-        table.add_row(thread, str(len(items)), str(last.metadata.get("step", "")),
-                      _status(last), _next(last), str(last.checkpoint.get("ts", ""))[:19])
+def list_threads(db: str | None = DB, postgres: str | None = PG) -> None:
+    """Every thread with its checkpoint count, last step, status and next nodes.
+
+    A thread whose stored data cannot be decoded is listed as unreadable; the command
+    then ends with one error line naming it (exit 1).
+    """
+    with _reader(db, postgres) as (cp, where):
+        table = Table(title=f"threads in {where}")
+        for col in ("thread", "checkpoints", "step", "status", "next", "updated"):
+            table.add_column(col, no_wrap=col == "thread")
+        unreadable: list[str] = []
+        for thread in cp.list_threads():
+            try:
+                items = list(cp.list(_config(thread)))
+            except CheckpointError as exc:
+                unreadable.append(f"{thread!r}: {_why(exc)}")
+                table.add_row(thread, "?", "?", f"unreadable: {exc}", "-", "-")
+                continue
+            if not items:
+                continue
+            last = items[0]
+            table.add_row(thread, str(len(items)), str(last.metadata.get("step", "")),
+                          _status(last), _next(last), _when(last.checkpoint.get("ts")))
     if not table.row_count:
         typer.echo(f"no threads in {where}")
         return
     _console().print(table)
+    if len(unreadable) == 1:
+        raise CliError(f"cannot read thread {unreadable[0]}")
+    if unreadable:
+        raise CliError(f"cannot read {len(unreadable)} threads: {' | '.join(unreadable)}")
 
 
 @threads_app.command("show")
 @friendly
 def show(thread: str, checkpoint: str | None = typer.Option(None, "--checkpoint", "-c",
          help="checkpoint id (or a unique prefix); default: the latest"),
-         db: str = DB, postgres: str | None = PG) -> None:
+         db: str | None = DB, postgres: str | None = PG) -> None:
     """Print a thread's state (at its latest or the given checkpoint) as JSON."""
-    cp, where = _store(db, postgres)
-    require_thread(cp, thread, where)
-    saved = _find(cp, thread, checkpoint) if checkpoint else cp.get_tuple(_config(thread))
+    with _reader(db, postgres) as (cp, where), _reading(thread):
+        require_thread(cp, thread, where)
+        saved = _find(cp, thread, checkpoint) if checkpoint else cp.get_tuple(_config(thread))
+    if saved is None:  # its time-to-live ran out: it reads as deleted
+        raise CliError(f"no thread {thread!r} in {where} (it expired)")
     interrupts = [w.value for w in saved.pending_writes if w.channel == "__interrupt__"]
     typer.echo(dumps({
         "thread_id": thread,
@@ -129,23 +246,25 @@ def show(thread: str, checkpoint: str | None = typer.Option(None, "--checkpoint"
 @friendly
 def history(thread: str, limit: int | None = typer.Option(None, "--limit", "-n", min=1,
                                                  help="newest N checkpoints"),
-            db: str = DB, postgres: str | None = PG) -> None:
-    """A thread's checkpoints, newest first: id, step, source, writes, next, time."""
-    cp, where = _store(db, postgres)
-    require_thread(cp, thread, where)
+            db: str | None = DB, postgres: str | None = PG) -> None:
+    """A thread's checkpoints, newest first: id, step, source, writes, next, time (UTC)."""
     table = Table(title=f"history of {thread}")
     for col in ("checkpoint", "step", "source", "wrote", "next", "created_at"):
         table.add_column(col, no_wrap=col == "checkpoint")
-    for saved in cp.list(_config(thread), limit=limit):
-        writes = saved.metadata.get("writes") or {}
-        table.add_row(saved.config["configurable"]["checkpoint_id"],
-                      str(saved.metadata.get("step", "")), str(saved.metadata.get("source", "")),
-                      ", ".join(writes) if isinstance(writes, dict) else str(writes),
-                      _next(saved), str(saved.checkpoint.get("ts", "")))
+    with _reader(db, postgres) as (cp, where), _reading(thread):
+        require_thread(cp, thread, where)
+        for saved in cp.list(_config(thread), limit=limit):
+            writes = saved.metadata.get("writes") or {}
+            table.add_row(saved.config["configurable"]["checkpoint_id"],
+                          str(saved.metadata.get("step", "")),
+                          str(saved.metadata.get("source", "")),
+                          ", ".join(writes) if isinstance(writes, dict) else str(writes),
+                          _next(saved), _when(saved.checkpoint.get("ts")))
     _console().print(table)
 
 
-def _fork_direct(cp: Any, saved: Any, update: dict[str, Any]) -> dict[str, Any]:
+def _fork_direct(cp: Any, saved: Any, update: dict[str, Any],
+                 token: int | None) -> dict[str, Any]:
     from threadloom.checkpoint.base import new_checkpoint_id
     from threadloom.messages import convert_to_messages
 
@@ -164,7 +283,10 @@ def _fork_direct(cp: Any, saved: Any, update: dict[str, Any]) -> dict[str, Any]:
               ts=_dt.datetime.now(_dt.UTC).isoformat())
     meta = {"source": "fork", "step": int(saved.metadata.get("step", -1)) + 1,
             "writes": {"__fork__": update}, "parents": {}}
-    return cp.put(saved.config, ck, meta, {k: versions[k] for k in update})
+    config = saved.config
+    if token is not None:  # the write is fenced: refused if the lease was taken meanwhile
+        config = {**config, "configurable": {**config["configurable"], LEASE_TOKEN_KEY: token}}
+    return cp.put(config, ck, meta, {k: versions[k] for k in update})
 
 
 @threads_app.command("fork")
@@ -176,28 +298,33 @@ def fork(thread: str,
                                           help="apply the update with the graph's reducers"),
          as_node: str | None = typer.Option(None, "--as-node", help="with --graph: route as "
                                             "if this node wrote the update"),
-         db: str = DB, postgres: str | None = PG) -> None:
-    """Fork a thread from a past checkpoint, with a state update."""
+         db: str | None = DB, postgres: str | None = PG) -> None:
+    """Fork a thread from a past checkpoint, with a state update.
+
+    Refused (nothing written) while a live run holds the thread's lease.
+    """
     values = parse_json_arg(update, "--update")
     if not isinstance(values, dict):
         raise CliError("--update must be a JSON object of state keys", 2)
-    cp, where = _store(db, postgres)
+    if graph is None and as_node is not None:
+        raise CliError("--as-node needs --graph (routing needs the graph)", 2)
+    cp, where = _writer(db, postgres)
     require_thread(cp, thread, where)
-    saved = _find(cp, thread, checkpoint)
-    if graph is not None:
-        compiled = as_graph(load_target(graph), cp, graph)
-        new = compiled.update_state(saved.config, values, as_node=as_node)
-    else:
-        if as_node is not None:
-            raise CliError("--as-node needs --graph (routing needs the graph)", 2)
-        known = set(saved.checkpoint["channel_values"])
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise CliError(
-                f"--update names key(s) {unknown} that the thread's state does not hold "
-                f"(it holds {sorted(known)}); give --graph MODULE:ATTR so the graph can "
-                "check the update against its schema", 2)
-        new = _fork_direct(cp, saved, values)
+    with hold_thread(cp, thread, "nothing was forked") as token:
+        with _reading(thread):
+            saved = _find(cp, thread, checkpoint)
+        if graph is not None:
+            compiled = as_graph(load_target(graph), cp, graph)
+            new = compiled.update_state(saved.config, values, as_node=as_node)
+        else:
+            known = set(saved.checkpoint["channel_values"])
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise CliError(
+                    f"--update names key(s) {unknown} that the thread's state does not hold "
+                    f"(it holds {sorted(known)}); give --graph MODULE:ATTR so the graph can "
+                    "check the update against its schema", 2)
+            new = _fork_direct(cp, saved, values, token)
     new_id = new["configurable"]["checkpoint_id"]
     typer.echo(f"forked thread {thread} at {saved.config['configurable']['checkpoint_id']} "
                f"-> new checkpoint {new_id}")
@@ -205,9 +332,13 @@ def fork(thread: str,
 
 @threads_app.command("delete")
 @friendly
-def delete(thread: str, db: str = DB, postgres: str | None = PG) -> None:
-    """Delete a thread and all its checkpoints."""
-    cp, where = _store(db, postgres)
+def delete(thread: str, db: str | None = DB, postgres: str | None = PG) -> None:
+    """Delete a thread and all its checkpoints.
+
+    Refused (nothing deleted) while a live run holds the thread's lease.
+    """
+    cp, where = _writer(db, postgres)
     require_thread(cp, thread, where)
-    cp.delete_thread(thread)
+    with hold_thread(cp, thread, "nothing was deleted"):
+        cp.delete_thread(thread)
     typer.echo(f"deleted thread {thread}")

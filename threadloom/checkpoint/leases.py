@@ -12,6 +12,9 @@ longer exists is treated as gone, so a run resumed on the same machine right aft
 crash (``kill -9``, OOM) takes the thread at once; a lease held by a crashed process on
 another machine lasts until it expires, or until an operator calls ``break_lease``. A
 wrongly broken lease cannot corrupt the thread: the old holder's writes are fenced off.
+``delete_thread`` breaks the lease the same way, so a run cannot write into a thread
+deleted under it; ``threadloom threads delete``/``fork`` take the lease themselves for
+the length of their write, and refuse a thread a live run holds.
 """
 
 from __future__ import annotations
@@ -124,6 +127,13 @@ class LeaseMixin:
     @staticmethod
     def _current_lease(tx: Any, thread_id: str, token: int) -> Lease:
         lease = tx.get_lease(thread_id)
+        if lease is not None and lease.owner is None and lease.token == token:
+            raise ThreadBusyError(
+                f"lease token {token!r} of thread {thread_id!r} is stale: the lease was "
+                "broken (break_lease) or the thread was deleted (delete_thread) while this "
+                "run held it; nothing more is written",
+                thread_id=thread_id,
+            )
         if lease is None or lease.owner is None or lease.token != token:
             raise ThreadBusyError(
                 f"lease token {token!r} of thread {thread_id!r} is stale "

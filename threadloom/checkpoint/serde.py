@@ -320,12 +320,21 @@ class Codec:
         Raises:
             UntrustedTypeError: the data names a class that is not registered, or an
                 unknown tag; nothing is imported or constructed.
-            SerializationError: the bytes are not valid codec output, or encryption
-                settings do not match the blob.
+            SerializationError: the bytes are not valid codec output, encryption
+                settings do not match the blob, or ``data`` is not bytes-like or str
+                (say a number or None read from a database column meant for a blob).
         """
-        raw = bytes(data) if not isinstance(data, bytes | str) else data
-        if isinstance(raw, str):
-            raw = raw.encode("utf-8", "surrogatepass")
+        if type(data) is bytes:
+            raw = data
+        elif isinstance(data, str):
+            raw = data.encode("utf-8", "surrogatepass")
+        elif isinstance(data, bytes | bytearray | memoryview):
+            raw = bytes(data)
+        else:
+            name = type(data).__name__
+            raise SerializationError(
+                f"stored blob is of type {name!r}, not bytes", type_name=name
+            )
         if self.decrypt is not None:
             if not raw.startswith(ENCRYPTED_PREFIX):
                 raise SerializationError(

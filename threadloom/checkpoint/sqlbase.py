@@ -3,6 +3,10 @@
 Every statement is built once, at construction, from constant table names (optionally
 qualified by a schema name that must match ``IDENTIFIER``); every value is a bound
 parameter. Metadata filters never reach SQL (they are applied to decoded metadata).
+
+A value read from a blob column is checked at this boundary: anything but bytes (a TEXT,
+INTEGER or NULL that something else wrote into a SQLite column) raises
+``SerializationError`` naming the column and the row, never a ``TypeError`` later.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
 from threadloom.checkpoint.stored import CkRow
-from threadloom.engine.errors import CheckpointError
+from threadloom.engine.errors import CheckpointError, SerializationError
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 SCHEMA_VERSION = 1
@@ -251,12 +255,12 @@ class SqlTx:
         out = {}
         for r in self._all(stmt, (thread_id, ns, *bids)):
             if (r[0], r[1]) in wanted:
-                out[(r[0], r[1])] = _blob(r)
+                out[(r[0], r[1])] = _blob(r, thread_id)
         return out
 
     def fetch_chain(self, thread_id: str, ns: str, channel: str, snap: str) -> dict[str, BlobRow]:
         rows = self._all(self.sql.bl_chain, (thread_id, ns, channel, snap))
-        return {r[1]: _blob(r) for r in rows}
+        return {r[1]: _blob(r, thread_id) for r in rows}
 
     def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None:
         for b in blobs:
@@ -275,7 +279,12 @@ class SqlTx:
 
     def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]:
         rows = self._all(self.sql.wr_select, (thread_id, ns, cid))
-        return [(r[0], r[1], bytes(r[2])) for r in rows]
+        return [
+            (r[0], r[1], r[2] if type(r[2]) is bytes else as_blob(
+                r[2], f"pending write {r[1]!r} of task {r[0]!r} at checkpoint {cid!r} "
+                f"(thread {thread_id!r})"))
+            for r in rows
+        ]
 
     def insert_writes(
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
@@ -302,11 +311,15 @@ class SqlTx:
     def put_lease(self, thread_id: str, lease: Lease) -> None:
         self.cur.execute(self.sql.le_put, (lease.owner, lease.token, lease.expires_at, thread_id))
 
+    def schema_version(self) -> int:
+        """The tables' schema version (0: ``tl_meta`` holds none)."""
+        row = self._one(self.sql.get_version, ("schema_version",))
+        return int(row[0]) if row else 0
+
     def migrate(self) -> None:
         """Create or upgrade the tables to ``SCHEMA_VERSION`` (forward only)."""
         self.cur.execute(self.sql.create_meta)
-        row = self._one(self.sql.get_version, ("schema_version",))
-        current = int(row[0]) if row else 0
+        current = self.schema_version()
         if current > SCHEMA_VERSION:
             raise CheckpointError(
                 f"checkpoint tables are at schema version {current}, newer than this "
@@ -318,9 +331,40 @@ class SqlTx:
             self.cur.execute(self.sql.set_version, ("schema_version", str(version)))
 
 
+_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", type(None): "NULL"}
+
+
+def as_blob(value: Any, where: str) -> bytes:
+    """``value`` read from a blob column, as bytes.
+
+    Args:
+        where: the stored item, for the error (``"the record of checkpoint '1f0...'
+            (thread 'pay1')"``).
+
+    Raises:
+        SerializationError: ``value`` is not bytes-like (a TEXT, INTEGER, REAL or NULL
+            that something other than threadloom wrote there), naming ``where``.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    kind = _SQL_TYPES.get(type(value), type(value).__name__)
+    raise SerializationError(
+        f"{where} holds {kind}, not a BLOB: threadloom did not write it",
+        type_name=type(value).__name__,
+    )
+
+
 def _ck(r: Sequence[Any]) -> CkRow:
-    return CkRow(r[0], r[1], r[2], r[3], bytes(r[4]), bytes(r[5]))
+    record, meta = r[4], r[5]
+    if type(record) is not bytes:
+        record = as_blob(record, f"the record of checkpoint {r[2]!r} (thread {r[0]!r})")
+    if type(meta) is not bytes:
+        meta = as_blob(meta, f"the metadata of checkpoint {r[2]!r} (thread {r[0]!r})")
+    return CkRow(r[0], r[1], r[2], r[3], record, meta)
 
 
-def _blob(r: Sequence[Any]) -> BlobRow:
-    return BlobRow(r[2], r[3], int(r[4]), int(r[5]), bytes(r[6]))
+def _blob(r: Sequence[Any], thread_id: str) -> BlobRow:
+    data = r[6]
+    if type(data) is not bytes:
+        data = as_blob(data, f"blob {r[1]!r} of channel {r[0]!r} (thread {thread_id!r})")
+    return BlobRow(r[2], r[3], int(r[4]), int(r[5]), data)

@@ -11,6 +11,13 @@ keeps) but may lose the last commits on a power cut or kernel panic, never corru
 the file, as SQLite documents for WAL. ``durability_sync=True`` sets ``synchronous=FULL``:
 every commit is fsynced and survives power loss too, at the cost of one fsync (about
 2-10 ms on ordinary disks) per checkpoint.
+
+``read_only=True`` opens an existing file with SQLite's ``mode=ro``: no table is created,
+the journal mode is left as it is, and nothing is written (``threadloom threads list``,
+``show`` and ``history`` open files this way, so pointing them at another application's
+database changes nothing). A file without threadloom's tables is refused at once. On a
+file in WAL mode SQLite may leave its ``-wal``/``-shm`` side files (empty of data) next
+to it; the database file itself is not touched.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.checkpoint.serde import Codec
-from threadloom.checkpoint.sqlbase import SQLITE, Sql, SqlTx
+from threadloom.checkpoint.sqlbase import SCHEMA_VERSION, SQLITE, TABLES, Sql, SqlTx
 from threadloom.checkpoint.stored import StoredCheckpointer
 from threadloom.engine.errors import CheckpointError
 
@@ -44,9 +51,12 @@ class SqliteCheckpointer(StoredCheckpointer):
         ttl_seconds: default thread time-to-live from its last write (None: forever).
         codec: the closed codec (default: a fresh ``Codec()``).
         cache_size: decoded list values kept for O(delta) reloads.
+        read_only: open an existing file without ever writing to it (see the module doc).
 
     Raises:
-        CheckpointError: the file is not a threadloom database of a supported version.
+        CheckpointError: the file is not a threadloom database of a supported version;
+            with ``read_only``, also: it does not exist or holds no threadloom tables.
+        ValueError: ``read_only`` with ``":memory:"``.
     """
 
     def __init__(
@@ -59,6 +69,7 @@ class SqliteCheckpointer(StoredCheckpointer):
         ttl_seconds: float | None = None,
         codec: Codec | None = None,
         cache_size: int = 256,
+        read_only: bool = False,
     ) -> None:
         super().__init__(
             codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
@@ -76,21 +87,59 @@ class SqliteCheckpointer(StoredCheckpointer):
         # Connections left open at exit (e.g. one per worker thread) are closed then, so
         # SQLite folds the WAL into the file: the ``.db`` alone holds every thread.
         self._finalizer = weakref.finalize(self, _close_all, self._conns, self._pid)
+        self.read_only = read_only
+        if read_only:
+            try:
+                self._check_schema()
+            except BaseException:
+                self.close()
+                raise
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._tx(True) as tx:
             tx.migrate()
 
+    def _check_schema(self) -> None:
+        """Read-only: refuse a missing file, or one without threadloom's current tables."""
+        if self.path == ":memory:":
+            raise ValueError("read_only needs a file; ':memory:' starts empty")
+        if not Path(self.path).is_file():
+            raise CheckpointError(f"no SQLite file at {self.path!r}")
+        with self._tx(False) as tx:
+            names = {r[0] for r in tx.cur.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            missing = [t for t in TABLES if t not in names]
+            if len(missing) == len(TABLES):
+                raise CheckpointError(
+                    f"{self.path!r} holds no threadloom checkpoints (a SQLite database "
+                    "without threadloom's tables)")
+            if missing:
+                raise CheckpointError(
+                    f"{self.path!r} lacks threadloom tables {missing}: not a complete "
+                    "threadloom checkpoint database")
+            version = tx.schema_version()
+        if version != SCHEMA_VERSION:
+            newer = version > SCHEMA_VERSION
+            raise CheckpointError(
+                f"{self.path!r} has checkpoint tables of schema version {version}, "
+                + (f"newer than this threadloom ({SCHEMA_VERSION}); upgrade threadloom"
+                   if newer else f"older than this threadloom's ({SCHEMA_VERSION}); "
+                   "open it once for writing (e.g. threadloom run) to upgrade it"))
+
     def _connect(self) -> sqlite3.Connection:
+        read_only = self.read_only
         conn = sqlite3.connect(
-            self.path,
+            Path(self.path).resolve().as_uri() + "?mode=ro" if read_only else self.path,
             timeout=self.busy_timeout_ms / 1000,
             isolation_level=None,
             check_same_thread=False,
+            uri=read_only,
         )
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms:d}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {'FULL' if self.durability_sync else 'NORMAL'}")
+        if not read_only:  # the journal mode is a property of the file: reading leaves it
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {'FULL' if self.durability_sync else 'NORMAL'}")
         conn.execute("PRAGMA foreign_keys = ON")
         with self._conns_lock:
             self._conns.append(conn)
@@ -118,6 +167,9 @@ class SqliteCheckpointer(StoredCheckpointer):
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Any]:
+        if write and self.read_only:
+            raise CheckpointError(
+                f"SqliteCheckpointer({self.path!r}) was opened read-only; it does not write")
         conn = self._conn()
         lock = self._shared_lock
         if lock is not None:

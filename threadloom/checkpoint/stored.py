@@ -4,6 +4,15 @@
 ``prune``, ``keep_latest``) and thread leases, on top of a small set of storage
 primitives (``Tx``) that each backend provides inside one transaction. The backends
 differ only in how rows are kept, so they pass the same conformance suite by design.
+
+A stored checkpoint that cannot be decoded (edited by hand, damaged on disk) raises
+``SerializationError`` (or ``CheckpointError`` for a missing blob) with a note naming the
+checkpoint and thread; other threads, and the other checkpoints of its thread when read
+one by one, stay readable.
+
+A backend opened ``read_only`` (``SqliteCheckpointer(path, read_only=True)``) never
+writes: an expired thread reads as deleted without being deleted (a paused one reads as
+stored, without being compacted), and every writing method raises ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from threadloom.checkpoint.records import (
     encode_record,
 )
 from threadloom.checkpoint.serde import Codec
-from threadloom.engine.errors import CheckpointError
+from threadloom.engine.errors import CheckpointError, SerializationError
 
 # Special write channels keep one slot per task (negative idx) and are overwritten.
 WRITES_IDX = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
@@ -130,6 +139,8 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         # (thread, ns) -> (last checkpoint id, its refs, its carry or None): see encode_refs
         self._parents = LRU(cache_size)
 
+    read_only = False  # a backend opened read-only sets it (see the module doc)
+
     def _tx(self, write: bool) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
@@ -147,10 +158,10 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         thread_id, ns, cid = thread_config(config)
         for _ in range(2):
             with self._tx(False) as tx:
-                if not self._due(tx, thread_id):
+                if self._readable(tx, thread_id):
                     row = tx.checkpoint_row(thread_id, ns, cid)
                     return None if row is None else self._tuple(tx, row, seed=cid is None)
-            if self._expire(thread_id):
+            if self.read_only or self._expire(thread_id):
                 return None
         return None
 
@@ -179,7 +190,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             out: list[CheckpointTuple] = []
             for row in rows:
                 if filter:
-                    meta = decode_metadata(self.codec, row.metadata)
+                    meta = self._decode_metadata(row)
                     if any(k not in meta or meta[k] != v for k, v in filter.items()):
                         continue
                 out.append(self._tuple(tx, row, seed=False))
@@ -188,19 +199,33 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         yield from out
 
     def _tuple(self, tx: Tx, row: CkRow, *, seed: bool) -> CheckpointTuple:
-        checkpoint, refs = self._decode_record(row)
-        reader = _Reader(tx, row.thread_id, row.checkpoint_ns)
-        checkpoint["channel_values"] = self.blobs.decode(
-            row.thread_id, row.checkpoint_ns, refs, reader, seed=seed
-        )
-        if seed:
-            self._parents.put((row.thread_id, row.checkpoint_ns), (row.checkpoint_id, refs, None))
-        writes = [
-            PendingWrite(task_id, channel, self.codec.loads(data))
-            for task_id, channel, data in tx.writes(
-                row.thread_id, row.checkpoint_ns, row.checkpoint_id
+        """The decoded checkpoint of ``row``.
+
+        Raises:
+            SerializationError: the record, metadata, a blob or a pending write is not
+                what threadloom wrote (a note names the checkpoint and the thread).
+            CheckpointError: a blob it needs is missing (with the same note).
+        """
+        try:
+            checkpoint, refs = self._decode_record(row)
+            reader = _Reader(tx, row.thread_id, row.checkpoint_ns)
+            checkpoint["channel_values"] = self.blobs.decode(
+                row.thread_id, row.checkpoint_ns, refs, reader, seed=seed
             )
-        ]
+            if seed:
+                self._parents.put(
+                    (row.thread_id, row.checkpoint_ns), (row.checkpoint_id, refs, None)
+                )
+            writes = [
+                PendingWrite(task_id, channel, self.codec.loads(data))
+                for task_id, channel, data in tx.writes(
+                    row.thread_id, row.checkpoint_ns, row.checkpoint_id
+                )
+            ]
+            metadata = self._decode_metadata(row)
+        except CheckpointError as exc:
+            _name_checkpoint(exc, row)
+            raise
         parent = (
             make_config(row.thread_id, row.checkpoint_ns, row.parent_id)
             if row.parent_id
@@ -209,7 +234,7 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         return CheckpointTuple(
             make_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
             checkpoint,
-            decode_metadata(self.codec, row.metadata),
+            metadata,
             parent,
             writes,
         )
@@ -277,7 +302,32 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
             return tx.count_checkpoints(thread_id, ns) if self.keep_latest else 0
 
     def _decode_record(self, row: CkRow) -> tuple[Checkpoint, dict[str, Ref]]:
-        return decode_record(self.codec, row.checkpoint_id, row.record)
+        """The checkpoint (values still empty) and blob refs of ``row``'s record.
+
+        Raises:
+            SerializationError: the record is not one threadloom wrote (bytes that are
+                not codec JSON, or JSON of another shape); a note names the checkpoint.
+        """
+        try:
+            return decode_record(self.codec, row.checkpoint_id, row.record)
+        except CheckpointError as exc:
+            _name_checkpoint(exc, row)
+            raise
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise _name_checkpoint(_bad_shape("record"), row) from exc
+
+    def _decode_metadata(self, row: CkRow) -> dict[str, Any]:
+        """``row``'s metadata; raises ``SerializationError`` like ``_decode_record``."""
+        try:
+            meta = decode_metadata(self.codec, row.metadata)
+            if type(meta) is not dict:
+                raise TypeError(f"metadata is a {type(meta).__name__}, not a dict")
+            return meta
+        except CheckpointError as exc:
+            _name_checkpoint(exc, row)
+            raise
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise _name_checkpoint(_bad_shape("metadata"), row) from exc
 
     def _check_base(self, tx: Tx, thread_id: str, ns: str, blob: NewBlob) -> NewBlob:
         base = blob.row.base
@@ -322,10 +372,22 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of a thread, in every namespace.
 
-        The thread's lease row survives, so fencing tokens never repeat.
+        A run that holds the thread's lease (SQLite, PostgreSQL) loses it in the same
+        transaction: its next write raises ``ThreadBusyError`` ("... the thread was
+        deleted ..."), so it cannot bring back a partial history whose first parent is
+        gone. Runs on ``InMemoryCheckpointer`` hold no lease: one still going on keeps
+        writing, into a thread of the same id. To refuse instead of cutting a live run
+        short, take the lease first (``acquire_lease``), as ``threadloom threads delete``
+        does. The lease row survives, so fencing tokens never repeat.
+
+        Raises:
+            CheckpointError: the checkpointer was opened read-only.
         """
         with self._tx(True) as tx:
+            lease = tx.get_lease(thread_id)
             tx.delete_thread(thread_id)
+            if lease is not None and lease.owner is not None:
+                tx.put_lease(thread_id, Lease(None, lease.token, 0.0))
         self.blobs.forget_thread(thread_id)
         self._parents.drop_thread(thread_id)
 
@@ -431,11 +493,36 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         tx.put_thread(thread_id, own_ttl, time.time() + ttl if ttl is not None else None)
 
     def _expire_if_due(self, thread_id: str) -> bool:
+        """Expire the thread if it is due; True when it is (or, read-only, reads as) gone."""
         with self._tx(False) as tx:
-            due = self._due(tx, thread_id)
-        return due and self._expire(thread_id)
+            if self._readable(tx, thread_id):
+                return False
+        return self.read_only or self._expire(thread_id)
+
+    def _readable(self, tx: Tx, thread_id: str) -> bool:
+        """Whether the thread reads as stored: it is not expired or, read-only (nothing is
+        deleted or compacted then), expired but paused (a sweep would keep it)."""
+        return not self._due(tx, thread_id) or (self.read_only and self._paused(tx, thread_id))
 
     @staticmethod
     def _due(tx: Tx, thread_id: str) -> bool:
         info = tx.get_thread(thread_id)
         return info is not None and info[1] is not None and info[1] <= time.time()
+
+
+def _bad_shape(what: str) -> SerializationError:
+    """The error for a stored ``what`` that decodes, but not to what threadloom writes
+    (the caller chains what decoding it raised as the cause)."""
+    return SerializationError(
+        f"the stored {what} is valid JSON but not in the shape threadloom writes"
+    )
+
+
+def _name_checkpoint(exc: CheckpointError, row: CkRow) -> CheckpointError:
+    """Add a note naming the checkpoint ``exc`` was raised reading (once); returns it."""
+    where = f"in checkpoint {row.checkpoint_id!r} of thread {row.thread_id!r}"
+    if row.checkpoint_ns:
+        where += f", namespace {row.checkpoint_ns!r}"
+    if where not in getattr(exc, "__notes__", ()):
+        exc.add_note(where)
+    return exc
