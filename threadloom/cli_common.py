@@ -10,6 +10,7 @@ import enum
 import functools
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import sqlite3
@@ -118,11 +119,24 @@ def _close_opened() -> None:
 
 # -- arguments ------------------------------------------------------------------------------
 
+class _NotJson(ValueError):
+    """A constant (``NaN``, ``Infinity``, ``-Infinity``) that Python's ``json`` accepts but
+    JSON does not have."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(name)
+
+
 def parse_json_arg(text: str, what: str) -> Any:
     """Parse a JSON argument, or ``@path`` to read it from a file.
 
+    Strict JSON: ``NaN``, ``Infinity`` and ``-Infinity`` (which Python's ``json`` takes by
+    default) are refused, since they cannot be stored or shown as JSON again.
+
     Raises:
-        CliError: (exit 2) unreadable file or invalid JSON, naming ``what``.
+        CliError: (exit 2) unreadable file, invalid JSON or a non-JSON constant, naming
+            ``what``.
     """
     source = what
     if text.startswith("@"):
@@ -131,12 +145,17 @@ def parse_json_arg(text: str, what: str) -> Any:
             text = path.read_text("utf-8")
         except OSError as exc:
             raise CliError(f"{what}: cannot read {str(path)!r}: {exc.strerror}", 2) from exc
+        except UnicodeDecodeError as exc:
+            raise CliError(f"{what}: {str(path)!r} is not UTF-8 text", 2) from exc
         source = f"{what} file {str(path)!r}"
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         raise CliError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} "
                        f"column {exc.colno})", 2) from exc
+    except _NotJson as exc:
+        raise CliError(f"{source} is not valid JSON ({exc} is not a JSON value; use a "
+                       "number, a string or null)", 2) from exc
 
 
 # -- loading a user's graph -----------------------------------------------------------------
@@ -209,31 +228,60 @@ def as_graph(obj: Any, checkpointer: Any = None, spec: str = "") -> Any:
     if isinstance(obj, StateGraph):
         return obj.compile(checkpointer)
     if callable(obj) and not isinstance(obj, type):
-        try:
-            made = obj()
-        except TypeError as exc:
-            raise CliError(f"{spec or obj!r} is a function that needs arguments ({exc}); "
-                           "point at a graph or a factory without arguments", 2) from exc
-        return as_graph(made, checkpointer, spec)
+        return as_graph(_call_factory(obj, spec or repr(obj)), checkpointer, spec)
     raise CliError(f"{spec or 'the target'} is a {type(obj).__name__}, not a StateGraph or "
                    "CompiledGraph", 2)
 
 
-# -- checkpoint stores ----------------------------------------------------------------------
-
-def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool = True) -> Any:
-    """Open the SQLite file ``db`` (or PostgreSQL at ``postgres``) as a checkpointer.
+def _call_factory(factory: Callable[..., Any], name: str) -> Any:
+    """``factory()``, after checking from its signature that it needs no arguments.
 
     Raises:
-        CliError: the file is missing (when ``must_exist``), is a directory, is not a
-            SQLite database, cannot be opened, or PostgreSQL cannot be used.
+        CliError: (exit 2) it needs arguments, or calling it raised.
+    """
+    try:
+        inspect.signature(factory).bind()
+    except TypeError as exc:
+        raise CliError(f"{name!r} is a function that needs arguments ({exc}); point at a "
+                       "graph or a factory without arguments", 2) from exc
+    except ValueError:  # no signature to read (some builtins): calling it will tell
+        pass
+    try:
+        return factory()
+    except Exception as exc:
+        if os.environ.get("THREADLOOM_DEBUG"):
+            raise
+        raise CliError(f"the factory {name!r} raised {_describe(exc)}", 2) from exc
+
+
+# -- checkpoint stores ----------------------------------------------------------------------
+
+def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool = True,
+                      read_only: bool = False) -> Any:
+    """Open the SQLite file ``db`` (or PostgreSQL at ``postgres``) as a checkpointer.
+
+    A new file is made only in an existing directory: like ``draw -o``, a ``--db`` in a
+    missing directory is refused rather than creating it. ``read_only`` opens an existing
+    SQLite file with ``SqliteCheckpointer(read_only=True)``: nothing in it is created or
+    changed, and a file without threadloom's tables is refused (it implies
+    ``must_exist``; PostgreSQL is opened as usual).
+
+    Raises:
+        CliError: the file is missing (when ``must_exist``) or its directory is, it is a
+            directory, is not a SQLite database, cannot be opened, or PostgreSQL cannot
+            be used (the message names the masked connection string and the reason).
     """
     if postgres:
         try:
             from threadloom.checkpoint.postgres import PostgresCheckpointer
         except ImportError as exc:
             raise CliError(str(exc)) from exc
-        pg = PostgresCheckpointer(postgres)
+        from threadloom.engine.errors import CheckpointError
+
+        try:
+            pg = PostgresCheckpointer(postgres)
+        except CheckpointError as exc:
+            raise CliError(f"--postgres: {exc}") from exc
         _OPENED.append(pg)
         return pg
     from threadloom.checkpoint.sqlite import SqliteCheckpointer
@@ -241,10 +289,14 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
     path = Path(db)
     if path.is_dir():
         raise CliError(f"{db!r} is a directory, not a checkpoint database file")
+    must_exist = must_exist or read_only
     if not path.exists():
         if must_exist:
             raise CliError(f"no checkpoint database at {db!r} (run a graph first, or pass "
                            "--db PATH)")
+        if not path.parent.is_dir():
+            raise CliError(f"cannot create checkpoint database {db!r}: no directory "
+                           f"{str(path.parent)!r}")
     else:
         try:
             with path.open("rb") as fh:
@@ -255,8 +307,12 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
             raise CliError(f"{db!r} is not a SQLite database (unreadable or corrupt file)")
         if not head and must_exist:  # reading must not turn an empty file into a database
             raise CliError(f"{db!r} is empty: no checkpoint database there yet")
+    from threadloom.engine.errors import CheckpointError
+
     try:
-        cp = SqliteCheckpointer(path)
+        cp = SqliteCheckpointer(path, read_only=read_only)
+    except CheckpointError as exc:  # read-only: no threadloom tables, or another version
+        raise CliError(str(exc)) from exc
     except sqlite3.DatabaseError as exc:
         raise CliError(f"cannot open checkpoint database {db!r}: {exc}") from exc
     _OPENED.append(cp)

@@ -7,6 +7,11 @@ used before; ``openai:gpt-4o-mini`` when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL
 else the local model (pulled first, with a progress bar, when it is not cached). When the
 local model cannot be had (``xllamacpp`` missing, no file and no network, or the server
 does not start), a one-line notice says so and the scripted demo model is used instead.
+
+An OpenAI-compatible model's client is made before the thread starts, so missing
+credentials are refused at once; with ``OPENAI_BASE_URL`` set, errors name that URL. A new
+thread whose very first model call fails (a wrong model name, no server) is removed again
+rather than left behind as an ``error`` thread; a resumed thread is always kept.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from threadloom.cli_common import CliError, dumps, friendly, open_checkpointer
 from threadloom.cli_run import new_view, require_thread, stream_run
 from threadloom.demo import DEFAULT_QUESTION, DemoData, demo_brain
 from threadloom.demo.data import demo_thread_model
+from threadloom.engine.errors import ModelError
 
 __all__ = ["DEMO_DB", "choose_model", "continue_demo", "demo_command", "require_demo_thread"]
 
@@ -92,12 +98,33 @@ def choose_model(spec: str | None, scripted: bool = False,
         typer.echo(f"notice: local model unavailable ({why}); using the scripted demo model",
                    err=True)
         return _scripted(), "scripted"
+    return _remote(chosen), chosen
+
+
+def _remote(spec: str) -> Any:
+    """An OpenAI-compatible model for ``spec``, its client made now (no request is sent):
+    missing credentials fail here, before a thread is started. With ``OPENAI_BASE_URL``
+    set, an ``openai:`` model gets that URL explicitly, so errors name it.
+
+    Raises:
+        CliError: an unknown provider or empty name (exit 2), or the client cannot be made.
+    """
+    from threadloom.engine.errors import ModelError
     from threadloom.models import init_chat_model
 
+    provider, sep, _ = spec.partition(":")
+    kwargs: dict[str, Any] = {}
+    if (provider == "openai" or not sep) and os.environ.get("OPENAI_BASE_URL"):
+        kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
     try:
-        return init_chat_model(chosen), chosen
+        model = init_chat_model(spec, **kwargs)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
+    try:
+        _ = model.client
+    except ModelError as exc:
+        raise CliError(f"cannot use --model {spec}: {exc}") from exc
+    return model
 
 
 def require_demo_thread(db: str, thread: str, hint: str) -> None:
@@ -106,6 +133,10 @@ def require_demo_thread(db: str, thread: str, hint: str) -> None:
     """
     if demo_thread_model(db, thread) is None:
         raise CliError(f"thread {thread!r} in {db!r} was not started by the demo; {hint}")
+
+
+_ANSWERS = {"y": "approve", "yes": "approve", "n": "reject", "no": "reject", "e": "edit",
+            "edit": "edit"}
 
 
 def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
@@ -124,12 +155,23 @@ def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
             typer.echo(f"approval needed: {call.get('name')}({args})")
         if not calls:
             typer.echo(f"approval needed: {dumps(value, indent=None)}")
-    answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n").strip()
-    if answer.lower().startswith("y"):
-        return {"approve": True}
-    if answer.lower().startswith("e"):
-        from threadloom.cli_common import parse_json_arg
+    return _ask()
 
+
+def _ask() -> dict[str, Any]:
+    """Ask on the terminal until the answer is y(es), n(o) or e(dit); a typo asks again
+    (it must not reject the call by accident)."""
+    from threadloom.cli_common import parse_json_arg
+
+    while True:
+        answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n")
+        choice = _ANSWERS.get(answer.strip().lower())
+        if choice is not None:
+            break
+        typer.echo(f"please answer y, n or e (got {answer.strip()!r})", err=True)
+    if choice == "approve":
+        return {"approve": True}
+    if choice == "edit":
         while True:  # a typo should not end the demo: ask again
             try:
                 return {"edit": parse_json_arg(typer.prompt("new arguments (JSON)"), "edit")}
@@ -193,7 +235,8 @@ def demo_command(
     model: str | None = typer.Option(None, "--model", "-m",
                                      help="local:smollm2, openai:gpt-4o-mini, ollama:NAME, "
                                           "scripted"),
-    db: str = typer.Option(DEMO_DB, "--db", help="SQLite file: checkpoints and shop data"),
+    db: str = typer.Option(DEMO_DB, "--db", help="SQLite file: checkpoints and shop data, "
+                                                "in an existing directory"),
     resume: str | None = typer.Option(None, "--resume", metavar="THREAD_ID",
                                       help="continue this conversation"),
     approve: bool | None = typer.Option(None, "--approve/--reject",
@@ -221,7 +264,24 @@ def demo_command(
         typer.echo(f"\ninterrupted: thread {thread} keeps its last checkpoint; continue with: "
                    f"threadloom demo --resume {thread}{_db_flag(db)}", err=True)
         raise SystemExit(130) from None
+    except ModelError as exc:
+        if resume is None:
+            _drop_if_unanswered(agent, cp, data, thread, exc)
+        raise
     _summary(agent, data, thread, _db_flag(db))
+
+
+def _drop_if_unanswered(agent: Any, cp: Any, data: DemoData, thread: str,
+                        exc: ModelError) -> None:
+    """Delete a new thread whose very first model call failed (a wrong model name, no
+    key, no server): it holds only the question, and would stay behind as an ``error``
+    thread. Says so in a note on ``exc``. A thread the model answered is kept."""
+    messages = agent.get_state(thread_id=thread).values.get("messages") or []
+    if any(getattr(m, "type", "") == "ai" for m in messages):
+        return
+    cp.delete_thread(thread)
+    data.forget_thread(thread)
+    exc.add_note(f"nothing was saved: the new thread {thread} was removed")
 
 
 def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, db: str,

@@ -28,12 +28,15 @@ DEFAULT_DB = "threadloom.db"
 
 
 class StreamMode(enum.StrEnum):
-    """What ``threadloom run`` prints in full besides node names and tokens."""
+    """What ``threadloom run`` prints in full besides node names and tokens (the graph's
+    stream modes of the same names; ``custom`` events are always printed)."""
 
     updates = "updates"
     values = "values"
     messages = "messages"
     custom = "custom"
+    debug = "debug"
+    checkpoints = "checkpoints"
 
 
 def stream_run(graph: Any, value: Any, thread_id: str, view: RunView,
@@ -87,9 +90,13 @@ def run_command(
     input_: str = typer.Option("{}", "--input", "-i",
                                help="JSON input, @file.json, or null to continue the thread"),
     thread: str | None = typer.Option(None, "--thread", "-t", help="thread id (default: new)"),
-    stream_mode: StreamMode = typer.Option(StreamMode.updates, "--stream-mode", "-s",
-                                           help="what to print in full besides steps/tokens"),
-    db: str = typer.Option(DEFAULT_DB, "--db", help="SQLite checkpoint file"),
+    stream_mode: StreamMode = typer.Option(
+        StreamMode.updates, "--stream-mode", "-s",
+        help="what to print in full besides steps/tokens: updates (each node's update), "
+             "values (the state after each step), messages (tokens only), custom, debug "
+             "(task starts/results and checkpoints), checkpoints (each saved checkpoint)"),
+    db: str = typer.Option(DEFAULT_DB, "--db",
+                           help="SQLite checkpoint file, in an existing directory"),
     recursion_limit: int | None = typer.Option(None, "--recursion-limit", min=1),
 ) -> None:
     """Run a graph with SQLite checkpoints, streaming its steps and tokens."""

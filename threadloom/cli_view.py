@@ -26,6 +26,29 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _checkpoint_text(event: dict[str, Any]) -> str:
+    """One line for a ``checkpoints`` stream event (``id``, ``metadata``, ``next``)."""
+    meta = event.get("metadata") or {}
+    nxt = ", ".join(str(n) for n in event.get("next") or []) or "-"
+    return (f"checkpoint {event.get('id')} saved (super-step {meta.get('step')}, "
+            f"{meta.get('source')}); next: {nxt}")
+
+
+def _debug_text(event: dict[str, Any]) -> str:
+    """One line for a ``debug`` stream event (``type``, ``step``, ``payload``)."""
+    kind, payload = event.get("type"), event.get("payload") or {}
+    if kind == "checkpoint":
+        return _checkpoint_text(payload)
+    where = f"super-step {event.get('step')} task {payload.get('name')}"
+    if kind == "task":
+        return f"{where} starts, input {_short(dumps(payload.get('input'), indent=None), 300)}"
+    if kind == "task_result" and "error" in payload:
+        return f"{where} failed: {_short(payload['error'], 300)}"
+    if kind == "task_result":
+        return f"{where} returned {_short(dumps(payload.get('result'), indent=None), 300)}"
+    return _short(dumps(event, indent=None), 400)
+
+
 class RunView:
     """Render one run's stream events as text.
 
@@ -33,7 +56,9 @@ class RunView:
         out: where to write (usually ``sys.stdout``).
         show: the stream mode whose payloads are printed in full: ``"updates"`` (each
             node's update as JSON), ``"values"`` (the state after each step), ``"custom"``
-            or ``"messages"`` (tokens only). Node names and tokens are always shown.
+            or ``"messages"`` (tokens only). ``"debug"`` and ``"checkpoints"`` events are
+            printed whenever the stream carries them. Node names and tokens are always
+            shown.
         tty: whether ``out`` is a terminal (progress line redrawn in place).
         quiet_s: seconds of silence before the progress line appears.
     """
@@ -126,6 +151,10 @@ class RunView:
             self.line(f"state: {dumps(chunk, indent=None)}")
         elif mode == "custom":
             self.line(f"custom: {dumps(chunk, indent=None)}")
+        elif mode == "debug":
+            self.line(f"  debug: {_debug_text(chunk)}")
+        elif mode == "checkpoints":
+            self.line(f"  {_checkpoint_text(chunk)}")
 
     def _header(self, node: str) -> None:
         self.steps += 1

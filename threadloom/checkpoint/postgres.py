@@ -6,10 +6,17 @@ Each ``put`` and ``put_writes`` is one transaction. Thread leases live in a row 
 (owner, fencing token, expiry), read ``SELECT ... FOR UPDATE`` inside the writing
 transaction, so two workers on two machines can neither interleave writes on a thread nor
 write after losing the lease. Async methods run the sync ones in a worker thread.
+
+Opening fails fast: the connection string is parsed first, then one direct connection
+(with a short ``connect_timeout`` unless the string sets one) creates or migrates the
+tables, and only then is the pool opened. A bad string or an unreachable server is a
+``CheckpointError`` naming the (password-masked) connection string and libpq's reason,
+not a pool timeout after its retries.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,6 +28,7 @@ from threadloom.engine.errors import CheckpointError
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 except ImportError as _exc:  # pragma: no cover - depends on the install
     raise ImportError(
@@ -29,6 +37,26 @@ except ImportError as _exc:  # pragma: no cover - depends on the install
     ) from _exc
 
 _MIGRATION_LOCK = 0x746C636B  # "tlck": advisory lock key serializing table creation
+_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+_PASSWORD_URL = re.compile(r"(\b[a-z][a-z0-9+.-]*:/*[^:/@\s]*:)([^@/\s]*)@", re.IGNORECASE)
+
+
+def mask_conninfo(conninfo: str) -> str:
+    """``conninfo`` with any password replaced by ``***`` (``password=...`` in either
+    form, and ``user:password@`` in a URL), for error messages and logs."""
+    masked = _PASSWORD_KV.sub(r"\1***", conninfo)
+    return _PASSWORD_URL.sub(r"\1***@", masked)
+
+
+def _reason(exc: BaseException, conninfo: str) -> str:
+    """libpq's message on one line, with the connection string's passwords masked (a
+    parse error may quote part of the string)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    found = [*_PASSWORD_KV.finditer(conninfo), *_PASSWORD_URL.finditer(conninfo)]
+    for secret in (m.group(2).strip("'") for m in found):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 class PostgresCheckpointer(StoredCheckpointer):
@@ -44,11 +72,14 @@ class PostgresCheckpointer(StoredCheckpointer):
         ttl_seconds: default thread time-to-live from its last write (None: forever).
         codec: the closed codec (default: a fresh ``Codec()``).
         cache_size: decoded list values kept for O(delta) reloads.
+        connect_timeout: seconds to wait for each new connection, where ``conninfo``
+            sets no ``connect_timeout`` of its own.
 
     Raises:
         ValueError: ``schema`` is not a valid identifier.
-        CheckpointError: the server cannot be reached, or its tables are newer than
-            this threadloom.
+        CheckpointError: ``conninfo`` is not a valid connection string, the server
+            cannot be reached or refuses the login (the message names the masked
+            ``conninfo`` and the reason), or its tables are newer than this threadloom.
     """
 
     def __init__(
@@ -61,35 +92,42 @@ class PostgresCheckpointer(StoredCheckpointer):
         ttl_seconds: float | None = None,
         codec: Codec | None = None,
         cache_size: int = 256,
+        connect_timeout: int = 5,
     ) -> None:
         super().__init__(
             codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
         )
         self._sql = Sql(POSTGRES, schema)
         self.schema = schema
+        where = f"PostgreSQL checkpoint store at {mask_conninfo(conninfo)!r}"
+        kwargs: dict[str, Any] = {"autocommit": True}
+        try:
+            if "connect_timeout" not in conninfo_to_dict(conninfo):
+                kwargs["connect_timeout"] = max(1, int(connect_timeout))
+        except psycopg.Error as exc:
+            raise CheckpointError(f"invalid connection string for the {where}: "
+                                  f"{_reason(exc, conninfo)}") from exc
+        try:  # one direct connection first: its failure is the real cause, at once
+            with psycopg.connect(conninfo, **kwargs) as conn:
+                self._migrate(conn)
+        except psycopg.Error as exc:
+            raise CheckpointError(f"cannot use the {where}: {_reason(exc, conninfo)}") from exc
         self._pool = ConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=max(1, pool_size),
-            kwargs={"autocommit": True},
-            open=False,
-        )
+            conninfo, min_size=1, max_size=max(1, pool_size), kwargs=kwargs, open=False)
         try:
             self._pool.open(wait=True, timeout=30)
-            self._migrate()
         except psycopg.Error as exc:  # PoolTimeout included
             self._pool.close()
-            raise CheckpointError(f"cannot use PostgreSQL checkpoint store: {exc}") from exc
-        except Exception:
-            self._pool.close()
-            raise
+            raise CheckpointError(f"cannot use the {where}: {_reason(exc, conninfo)}") from exc
 
-    def _migrate(self) -> None:
-        with self._tx(True) as tx:
-            tx.cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    def _migrate(self, conn: Any) -> None:
+        """Create or migrate the tables on ``conn`` (an autocommit connection)."""
+        with conn.transaction(), conn.cursor() as cur:
+            tx = SqlTx(cur, self._sql)
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             if self.schema:
                 # the name matched sqlbase.IDENTIFIER in Sql(); identifiers cannot be bound
-                tx.cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             tx.migrate()
 
     @contextmanager

@@ -87,12 +87,21 @@ def demo_agent() -> Any:
     ``threadloom draw threadloom.demo.agent:demo_agent -f png -o agent.png`` draws it;
     ``threadloom run threadloom.demo.agent:demo_agent --input '{"messages": [["user",
     "order 1002?"]]}'`` runs it with SQLite checkpoints. The shop data lives in
-    ``$THREADLOOM_DEMO_DB`` (default ``threadloom-demo.db``).
+    ``$THREADLOOM_DEMO_DB`` (default ``threadloom-demo.db``), in a directory that must
+    exist (it is not created, as the CLI's ``--db``).
+
+    Raises:
+        FileNotFoundError: the directory of ``$THREADLOOM_DEMO_DB`` does not exist.
     """
     import os
+    from pathlib import Path
 
     from threadloom.demo.brain import demo_brain
     from threadloom.models import ScriptedChatModel
 
-    data = DemoData(os.environ.get("THREADLOOM_DEMO_DB", "threadloom-demo.db"))
+    path = os.environ.get("THREADLOOM_DEMO_DB", "threadloom-demo.db")
+    if not Path(path).parent.is_dir():
+        raise FileNotFoundError(f"THREADLOOM_DEMO_DB={path!r}: no directory "
+                                f"{str(Path(path).parent)!r}")
+    data = DemoData(path)
     return build_demo_agent(ScriptedChatModel(demo_brain), data, None)

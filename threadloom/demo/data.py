@@ -256,6 +256,12 @@ class DemoData:
                          "DO UPDATE SET model = excluded.model, updated = excluded.updated",
                          (thread_id, model, time.time()))
 
+    def forget_thread(self, thread_id: str) -> None:
+        """Delete what the demo recorded for a thread: its model and its audit rows."""
+        with self._conn() as conn:
+            conn.execute("DELETE FROM demo_threads WHERE thread_id = ?", (thread_id,))
+            conn.execute("DELETE FROM demo_audit WHERE thread_id = ?", (thread_id,))
+
     def thread_model(self, thread_id: str) -> str | None:
         """The model spec recorded for a demo thread, or None."""
         with self._conn() as conn:
