@@ -57,7 +57,7 @@ def test_run_streams_steps_and_saves_checkpoints(work):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "thread t1 | db c.db"
-    assert "[step 1] inc" in lines and "[step 2] double" in lines
+    assert "[step 0] inc" in lines and "[step 1] double" in lines  # as threads history
     assert '  update: {"n": 2, "log": ["inc 1"]}' in lines
     assert 'final state: {"n": 4, "log": ["inc 1", "double"]}' in lines
     cp = SqliteCheckpointer("c.db")
@@ -66,13 +66,35 @@ def test_run_streams_steps_and_saves_checkpoints(work):
         "n"] == 4
 
 
+def test_run_headers_name_the_super_steps_threads_history_shows(work):
+    # Reported: `[step N]` counted nodes from 1 in each process, so a resumed run started
+    # again at `[step 1]` and no number matched `threads history`.
+    import re
+
+    for value in ('{"n": 1}', '{"n": 3}'):  # a second run continues the thread
+        result = cli("run", "cli_graphs:counter_builder", "--input", value, "--thread", "h",
+                     "--db", "c.db")
+        assert result.exit_code == 0, result.output
+    shown = re.findall(r"^\[step (\d+)\] (\w+)$", result.stdout, re.M)
+    history = json.loads(cli("threads", "show", "h", "--db", "c.db").stdout)
+    cp = SqliteCheckpointer("c.db")
+    wrote = {
+        (t.metadata["step"], node)
+        for t in cp.list({"configurable": {"thread_id": "h"}})
+        for node in (t.metadata.get("writes") or {})
+    }
+    assert shown == [("3", "inc"), ("4", "double")], result.stdout  # input checkpoint: 2
+    assert {(int(step), node) for step, node in shown} <= wrote
+    assert history["step"] == 4
+
+
 def test_run_compiled_graph_and_factory_with_input_file(work):
     Path("in.json").write_text('{"n": 20}')
     result = cli("run", "cli_graphs:counter", "--input", "@in.json", "--thread", "a", "--db",
                  "c.db", "--stream-mode", "values")
     assert result.exit_code == 0, result.output
     assert 'state: {"n": 21, "log": ["inc 20"]}' in result.stdout  # 21 >= 10: no double
-    assert "[step 2]" not in result.stdout
+    assert "[step 1]" not in result.stdout
     result = cli("run", "cli_graphs:make_counter", "--thread", "b", "--db", "c.db")
     assert result.exit_code == 0, result.output
     assert 'final state: {"n": 2, "log": ["inc 0", "double"]}' in result.stdout
@@ -329,14 +351,14 @@ def test_ctrl_c_leaves_the_thread_resumable(work):
          "--db", "c.db"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = [child.stdout.readline() for _ in range(3)]  # header, step 1, its update
-    assert seen[1] == "[step 1] fast\n", seen
+    assert seen[1] == "[step 0] fast\n", seen
     time.sleep(6.5)  # "slow" sleeps 30 s; long enough for one progress line
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=30)
     out = "".join(seen) + out
     assert child.returncode == 130, (out, err)
-    assert "[step 1] fast" in out
-    assert "... still running: step 2" in out
+    assert "[step 0] fast" in out
+    assert "... still running: step 1" in out
     assert "Traceback" not in err
     assert ("continue with: threadloom run cli_graphs:slow --thread s1 --input null --db c.db"
             in err)

@@ -262,7 +262,7 @@ def test_demo_with_the_real_local_model(tmp_path):
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert out.startswith("threadloom demo | model local:smollm2 | thread demo-")
-    assert "[step 1] before_run" in out and "] model" in out
+    assert "[step 0] before_run" in out and "] model" in out
     assert re.search(r"exit reason: \S+", out)
     assert re.search(r"tokens: in [1-9]\d* / out [1-9]\d*", out)
     thread = _thread(out)

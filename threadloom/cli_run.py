@@ -41,13 +41,15 @@ class StreamMode(enum.StrEnum):
 
 def stream_run(graph: Any, value: Any, thread_id: str, view: RunView,
                extra_modes: tuple[str, ...] = (), config: dict[str, Any] | None = None) -> None:
-    """Stream one run of ``graph`` on ``thread_id`` into ``view`` (updates + messages).
+    """Stream one run of ``graph`` on ``thread_id`` into ``view`` (updates, messages and
+    debug, whose task events give the view each node's super-step).
 
     The run goes through ``astream`` under ``asyncio.run``, so Ctrl-C cancels the running
     nodes cleanly (the thread keeps its last checkpoint) and then raises
     ``KeyboardInterrupt`` here.
     """
-    modes = ["updates", "messages", *[m for m in extra_modes if m not in ("updates", "messages")]]
+    base = ("updates", "messages", "debug")
+    modes = [*base, *[m for m in extra_modes if m not in base]]
 
     async def consume() -> None:
         with view:

@@ -56,9 +56,10 @@ class RunView:
         out: where to write (usually ``sys.stdout``).
         show: the stream mode whose payloads are printed in full: ``"updates"`` (each
             node's update as JSON), ``"values"`` (the state after each step), ``"custom"``
-            or ``"messages"`` (tokens only). ``"debug"`` and ``"checkpoints"`` events are
-            printed whenever the stream carries them. Node names and tokens are always
-            shown.
+            or ``"messages"`` (tokens only), ``"debug"`` (task events), ``"checkpoints"``.
+            Node names (with the super-step they ran in, read from ``debug`` task events
+            when the stream carries them: the step ``threads history`` shows) and tokens
+            are always shown.
         tty: whether ``out`` is a terminal (progress line redrawn in place).
         quiet_s: seconds of silence before the progress line appears.
     """
@@ -67,7 +68,8 @@ class RunView:
                  quiet_s: float = 2.0) -> None:
         self.out, self.show, self.tty, self.quiet_s = out, show, tty, quiet_s
         self.interrupts: list[Any] = []
-        self.steps = 0
+        self.steps = 0  # node headers printed
+        self.step: int | None = None  # the super-step of the last task event, if any
         self.tokens = 0
         self.current = ""
         self._lock = threading.Lock()
@@ -124,7 +126,8 @@ class RunView:
             if quiet < self.quiet_s:
                 continue
             elapsed = time.monotonic() - self._started
-            status = f"still running: step {self.steps + 1}{self.current}, {elapsed:.0f}s elapsed"
+            step = self.step if self.step is not None else self.steps + 1
+            status = f"still running: step {step}{self.current}, {elapsed:.0f}s elapsed"
             with self._lock:
                 if self.tty:
                     if self._midline:
@@ -152,14 +155,17 @@ class RunView:
         elif mode == "custom":
             self.line(f"custom: {dumps(chunk, indent=None)}")
         elif mode == "debug":
-            self.line(f"  debug: {_debug_text(chunk)}")
+            if chunk.get("type") == "task" and isinstance(chunk.get("step"), int):
+                self.step = chunk["step"]
+            if self.show == "debug":
+                self.line(f"  debug: {_debug_text(chunk)}")
         elif mode == "checkpoints":
             self.line(f"  {_checkpoint_text(chunk)}")
 
     def _header(self, node: str) -> None:
         self.steps += 1
         self._open = node
-        self.line(f"[step {self.steps}] {node}")
+        self.line(f"[step {self.steps if self.step is None else self.step}] {node}")
 
     def _on_updates(self, chunk: dict[str, Any]) -> None:
         self._flush_pending()
