@@ -301,6 +301,10 @@ def fork(thread: str,
          db: str | None = DB, postgres: str | None = PG) -> None:
     """Fork a thread from a past checkpoint, with a state update.
 
+    Without --graph each key replaces the stored value; new "messages" are appended.
+
+    With --graph the graph's reducers apply, as in update_state.
+
     Refused (nothing written) while a live run holds the thread's lease.
     """
     values = parse_json_arg(update, "--update")
