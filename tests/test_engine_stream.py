@@ -10,6 +10,7 @@ from typing import Annotated, TypedDict
 import pytest
 
 from threadloom import START, StateGraph, get_stream_writer
+from threadloom.engine.errors import InvalidUpdateError
 from threadloom.engine.runtime import emit_message_chunk
 
 
@@ -129,6 +130,44 @@ def test_subgraph_streams_with_namespaces_and_sends_back_only_written_keys():
     assert nested[0][1] == {"inner": {"s1": 7}}
     plain = list(app.stream({"a": 0, "b": "x", "s1": 0}, stream_mode="updates"))
     assert all("inner" not in ev for ev in plain)
+
+
+def test_subgraph_with_a_smaller_schema_reads_only_its_own_keys(memory_checkpointer):
+    # Reported: a parent {foo, extra} with a compiled subgraph node {foo} failed with
+    # "the run's input wrote key 'extra'"; LangGraph gives a subgraph the keys it has.
+    class Parent(TypedDict):
+        foo: str
+        extra: int
+
+    class Child(TypedDict):
+        foo: str
+        inner: str  # the subgraph's own key, not the parent's
+
+    seen = []
+
+    def c1(s):
+        seen.append(dict(s))
+        return {"foo": s["foo"] + "!", "inner": "kept inside"}
+
+    sub = StateGraph(Child)
+    sub.add_node("c1", c1)
+    sub.add_edge(START, "c1")
+    g = StateGraph(Parent)
+    g.add_node("sub", sub.compile())
+    g.add_edge(START, "sub")
+    app = g.compile(checkpointer=memory_checkpointer)
+    assert app.invoke({"foo": "a", "extra": 1}, thread_id="t") == {"foo": "a!", "extra": 1}
+    assert seen == [{"foo": "a"}]
+    # the same through Send, whose argument may carry keys the subgraph lacks
+    from threadloom import Send
+
+    g2 = StateGraph(Parent)
+    g2.add_node("sub", sub.compile())
+    g2.add_conditional_edges(START, lambda s: [Send("sub", {"foo": "b", "extra": 5})])
+    assert g2.compile().invoke({"foo": "a", "extra": 1}) == {"foo": "b!", "extra": 1}
+    # a top-level input key the graph lacks is still an error (threadloom's own rule)
+    with pytest.raises(InvalidUpdateError, match="'nope'"):
+        app.invoke({"foo": "a", "nope": 1}, thread_id="t2")
 
 
 def test_failing_node_ends_the_stream_with_the_error_sync_and_async():

@@ -2,7 +2,9 @@
 
 The subgraph runs in its own checkpoint namespace (``parent_ns|node:task_id``) on the
 parent's thread and checkpointer, streams through the parent's sink, pauses the parent
-when it pauses, and sends back only the keys it actually wrote (so a sibling's write to
+when it pauses, takes as input the keys of its own input schema that the parent's state
+holds (the others are left out, as in LangGraph), and sends back only the keys it actually
+wrote (so a sibling's write to
 a key the subgraph merely carried is not a clash).
 """
 
@@ -59,6 +61,11 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
         child_input = task.input
         if not isinstance(child_input, dict):
             child_input = update_from_object(child_input) or child_input
+        if isinstance(child_input, dict):
+            # As in LangGraph, the subgraph reads the keys of its input schema that the
+            # parent state holds; the parent's other keys are not its input.
+            keys = child.input_keys
+            child_input = {k: v for k, v in child_input.items() if k in keys}
     try:
         await loop.run(child_input)
     except ParentCommand as pc:
