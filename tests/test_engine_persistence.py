@@ -472,3 +472,28 @@ def test_thread_id_given_twice_must_agree(checkpointer):
     assert app.get_state(thread_id="c1").values == {}
     # the same id twice is fine (a number given in the config is compared as text)
     assert app.invoke({"n": 1}, {"configurable": {"thread_id": 7}}, thread_id="7")["n"] == 4
+
+
+@pytest.mark.parametrize(("save_error", "note"), [
+    ("boom", "(the error could not be recorded in the checkpoint for the same reason)"),
+    ("disk full", "(the error could not be recorded in the checkpoint: disk full)"),
+])
+def test_a_node_error_that_cannot_be_recorded_says_why_once(save_error, note):
+    from threadloom import InMemoryCheckpointer
+
+    class Failing(InMemoryCheckpointer):
+        def put_writes(self, config, writes, task_id, task_path=""):
+            if any(channel == "__error__" for channel, _ in writes):
+                raise RuntimeError(save_error)
+            return super().put_writes(config, writes, task_id, task_path)
+
+    def fails(state):
+        raise RuntimeError("boom")
+
+    g = StateGraph(S)
+    g.add_node("inc", fails)
+    g.add_edge(START, "inc")
+    with pytest.raises(RuntimeError, match="boom") as info:
+        g.compile(checkpointer=Failing()).invoke({"n": 1}, thread_id="t")
+    notes = [n for n in info.value.__notes__ if "recorded" in n]
+    assert notes == [note]

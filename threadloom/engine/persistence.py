@@ -103,7 +103,8 @@ class Persistence:
                 "put_writes", self.checkpoint_config, [(ERROR, text)], task.id
             )
         except Exception as save_exc:  # the original error matters more
-            exc.add_note(f"(the error could not be recorded in the checkpoint: {save_exc})")
+            why = " for the same reason" if str(save_exc) == str(exc) else f": {save_exc}"
+            exc.add_note(f"(the error could not be recorded in the checkpoint{why})")
 
 
     # -- save ---------------------------------------------------------------------------
