@@ -22,7 +22,7 @@ from threadloom.engine.types import END, START
 __all__ = ["DrawableGraph"]
 
 _NODE_SIZE = 2600  # matplotlib marker area, points^2
-_RADIUS = (_NODE_SIZE / 3.14159) ** 0.5  # a node circle's radius, points (28.8)
+_RADIUS = _NODE_SIZE**0.5 / 2  # a node circle's radius, points (a marker s is sqrt(s) wide)
 _RADIUS_PT = 27.0  # where an arrow stops short of a node's centre, points
 _SWEEPS = 4
 _ARC = -0.45  # the bend of a loop arc between adjacent layers (matplotlib's arc3 rad)
@@ -140,17 +140,18 @@ def _fit_label(name: str, measure: Any) -> tuple[str, float]:
         return wide * wide + high * high <= room * room
 
     lines: list[str] = []
-    for size in (8.0, 7.0, 6.0, 5.0):
-        for per_line in range(int(room / (0.5 * size)), 1, -1):
-            lines = _wrap(name, per_line)
-            if fits(lines, size):
-                return "\n".join(lines), size
+    for cut_words in (False, True):  # a smaller font before a word cut in two
+        for size in (8.0, 7.0, 6.0, 5.0):
+            for per_line in range(int(room / (0.5 * size)), 1, -1):
+                lines = _wrap(name, per_line, cut_words)
+                if lines and fits(lines, size):
+                    return "\n".join(lines), size
     # too long for any size: lines as wide as the square inside the circle, at 5 points,
     # as many as fit, the last ending in "…"
     side = room / 2**0.5
     per_line = max(n for n in range(1, len(name) + 1)
                    if n == 1 or measure(name[:n], 5.0) <= side)
-    lines = _wrap(name, per_line)
+    lines = _wrap(name, per_line, True)
     while len(lines) > 1 and not fits(lines, 5.0):
         lines = [*lines[:-2], lines[-2][:-1] + "\u2026"]
     return "\n".join(lines), 5.0
@@ -172,11 +173,14 @@ def _char_width(char: str) -> float:
         char, FontProperties(size=100), ismath=False)[0] / 100
 
 
-def _wrap(name: str, per_line: int) -> list[str]:
-    """``name`` in lines of at most ``per_line`` characters, broken after separators."""
+def _wrap(name: str, per_line: int, cut_words: bool) -> list[str]:
+    """``name`` in lines of at most ``per_line`` characters, broken after separators; a
+    word longer than a line is cut when ``cut_words`` (else: ``[]``, no wrapping fits)."""
     lines: list[str] = []
     line = ""
     for word in re.findall(r"[^_\-\s]*[_\-\s]*", name):
+        if len(word) > per_line and not cut_words:
+            return []
         while len(word) > per_line:  # a word longer than a line is cut
             if line:
                 lines.append(line)
