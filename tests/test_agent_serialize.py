@@ -148,6 +148,16 @@ def test_secret_looking_values_are_refused_anywhere():
         agent_to_dict(agent)
 
 
+@pytest.mark.parametrize("url", [f"http://user:{CANARY}@127.0.0.1:1/v1",
+                                 f"https://h.example/v1?api-key={CANARY}"])
+def test_a_base_url_carrying_credentials_is_refused(url):
+    with pytest.raises(SecurityError, match="model.base_url") as err:
+        model_to_dict(OpenAIChatModel("m", base_url=url))
+    assert CANARY not in str(err.value)
+    plain = model_to_dict(OpenAIChatModel("m", base_url="http://user@127.0.0.1:1/v1?x=1"))
+    assert plain["init_parameters"]["base_url"] == "http://user@127.0.0.1:1/v1?x=1"
+
+
 def test_loading_refuses_modules_that_are_not_allowed_without_importing_them():
     data = agent_to_dict(_agent(ScriptedChatModel(["x"])))
     with pytest.raises(SecurityError, match=f"module {__name__!r} is not allowed"):

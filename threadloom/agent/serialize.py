@@ -40,6 +40,7 @@ from threadloom.agent.serialize_refs import (
 from threadloom.agent.state import default_handler
 from threadloom.engine.errors import SecurityError, SerializationError
 from threadloom.messages import AIMessage, message_from_dict, message_to_dict
+from threadloom.redact import mask_url
 
 FORMAT_VERSION = 1
 AGENT_TYPE = "threadloom.agent:Agent"
@@ -138,7 +139,8 @@ def model_to_dict(model: Any, *, api_key_env: str | None = None) -> dict[str, An
 
     Raises:
         SerializationError: another model class, a callable script, an ``http_client``.
-        SecurityError: a literal key found in no environment variable.
+        SecurityError: a literal key found in no environment variable, or a ``base_url``
+            with a password or a secret-looking query value.
     """
     from threadloom.models.openai import OpenAIChatModel
     from threadloom.models.scripted import ScriptedChatModel
@@ -152,6 +154,12 @@ def model_to_dict(model: Any, *, api_key_env: str | None = None) -> dict[str, An
         params = {f: getattr(model, f) for f in _OPENAI_FIELDS}
         params.update(model.generation_kwargs)
         _refuse_secrets(params, "model")
+        base_url = params.get("base_url")
+        if isinstance(base_url, str) and mask_url(base_url) != base_url:
+            raise SecurityError(
+                f"refusing to serialize model.base_url {mask_url(base_url)!r}: it carries a "
+                "password or a secret query value; pass them at run time (e.g. in "
+                "OPENAI_BASE_URL) instead")
         secret = model._api_key.get_secret_value() if model._api_key is not None else None
         if secret is not None:
             params["api_key"] = {"env": _env_name_of(secret, api_key_env)}
