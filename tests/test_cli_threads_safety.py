@@ -283,7 +283,9 @@ def test_delete_and_fork_refuse_a_thread_a_live_run_holds(work: Path):
         assert "thread 'victim' is busy" in line and "nothing was deleted" in line, line
         assert re.search(r"holds its lease for \d+\.\ds more", line), line
         first = _history_is_a_chain(path, "victim")
-        forked = proc("threads", "fork", "victim", "-c", "0", "-u", '{"n": 9}', "--db",
+        shown = proc("threads", "show", "victim", "--db", "del.db", cwd=work)
+        cid = json.loads(shown.stdout)["checkpoint_id"]
+        forked = proc("threads", "fork", "victim", "-c", cid, "-u", '{"n": 9}', "--db",
                       "del.db", cwd=work)
         assert forked.returncode == 1
         assert "thread 'victim' is busy" in _one_error_line(forked)

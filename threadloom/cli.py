@@ -107,19 +107,24 @@ def draw(
     if fmt is DrawFormat.png and output is None:
         raise CliError("--format png needs --output FILE.png", 2)
     graph = as_graph(load_target(target), None, target).get_graph()
-    if output is not None and not output.parent.is_dir():
+    if output is None:  # Mermaid on stdout (PNG without -o is refused above)
+        typer.echo(graph.draw_mermaid(), nl=False)
+        return
+    if not output.parent.is_dir():
         raise CliError(f"cannot write {str(output)!r}: no directory {str(output.parent)!r}")
-    if fmt is DrawFormat.mermaid:
-        text = graph.draw_mermaid()
-        if output is None:
-            typer.echo(text, nl=False)
-            return
-        output.write_text(text, "utf-8")
-    else:
-        try:
+    if output.is_dir():
+        example = output / f"graph{'.png' if fmt is DrawFormat.png else '.mmd'}"
+        raise CliError(f"cannot write {str(output)!r}: it is a directory (name a file in it, "
+                       f"e.g. {str(example)!r})")
+    try:
+        if fmt is DrawFormat.mermaid:
+            output.write_text(graph.draw_mermaid(), "utf-8")
+        else:
             graph.draw_png(str(output))
-        except ImportError as exc:
-            raise CliError("PNG drawing needs matplotlib: pip install 'threadloom[draw]'") from exc
+    except ImportError as exc:
+        raise CliError("PNG drawing needs matplotlib: pip install 'threadloom[draw]'") from exc
+    except OSError as exc:  # no permission, a full disk...
+        raise CliError(f"cannot write {str(output)!r}: {exc.strerror or exc}") from exc
     typer.echo(f"wrote {output}", err=True)
 
 
@@ -193,7 +198,16 @@ def models_list() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``threadloom`` console script."""
+    """Entry point of the ``threadloom`` console script.
+
+    Standard output and error write what they cannot encode (a lone surrogate, as a
+    non-UTF-8 byte in an argument becomes) as a backslash escape instead of failing the
+    command after its work is done; JSON output escapes such text itself (``dumps``).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     app()
 
 

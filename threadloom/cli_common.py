@@ -12,7 +12,9 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
+import re
 import sqlite3
 import sys
 import uuid
@@ -24,7 +26,7 @@ import typer
 
 __all__ = [
     "CliError", "as_graph", "dumps", "friendly", "jsonable", "load_target",
-    "open_checkpointer", "parse_json_arg",
+    "open_checkpointer", "parse_json_arg", "printable",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -90,8 +92,11 @@ def friendly(fn: F) -> F:
 
 def _describe(exc: Exception) -> str:
     """``Type: message`` plus the exception's notes (which name the node and super-step
-    a user's code failed in), and the CLI flag where the message names a config key."""
+    a user's code failed in), and the CLI flag where the message names a config key.
+    Credentials of any URL in it are masked (``threadloom.redact.mask_urls``): a
+    library's message may quote a URL with a password."""
     from threadloom.engine.errors import GraphRecursionError
+    from threadloom.redact import mask_urls
 
     text = f"{type(exc).__name__}: {exc}"
     notes = [n for n in getattr(exc, "__notes__", ()) if isinstance(n, str)]
@@ -99,7 +104,7 @@ def _describe(exc: Exception) -> str:
         text += " (" + "; ".join(notes) + ")"
     if isinstance(exc, GraphRecursionError):
         text += " (threadloom run: --recursion-limit N)"
-    return text
+    return mask_urls(text)
 
 
 _OPENED: list[Any] = []  # checkpointers the running command opened; closed when it ends
@@ -120,23 +125,43 @@ def _close_opened() -> None:
 # -- arguments ------------------------------------------------------------------------------
 
 class _NotJson(ValueError):
-    """A constant (``NaN``, ``Infinity``, ``-Infinity``) that Python's ``json`` accepts but
-    JSON does not have."""
+    """A value Python's ``json`` would accept but that cannot be stored and shown as JSON
+    again: a constant (``NaN``, ``Infinity``, ``-Infinity``), a number that overflows to
+    infinity (``1e999``), an integer too long to convert. The message says why."""
 
 
 def _refuse_constant(name: str) -> Any:
-    raise _NotJson(name)
+    raise _NotJson(f"{name} is not a JSON value; use a number, a string or null")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+        raise _NotJson(f"the number {shown} overflows to infinity; use a smaller number or "
+                       "a string")
+    return value
+
+
+def _readable_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as exc:  # longer than sys.get_int_max_str_digits()
+        raise _NotJson(f"an integer of {len(text.lstrip('-'))} digits is too long to read; "
+                       "use a string") from exc
 
 
 def parse_json_arg(text: str, what: str) -> Any:
     """Parse a JSON argument, or ``@path`` to read it from a file.
 
     Strict JSON: ``NaN``, ``Infinity`` and ``-Infinity`` (which Python's ``json`` takes by
-    default) are refused, since they cannot be stored or shown as JSON again.
+    default), numbers that overflow a float to infinity (``1e999``) and integers longer
+    than Python converts (``sys.get_int_max_str_digits()``) are refused, since they cannot
+    be stored or shown as JSON again. Numbers that underflow (``1e-999``) read as 0.0.
 
     Raises:
-        CliError: (exit 2) unreadable file, invalid JSON or a non-JSON constant, naming
-            ``what``.
+        CliError: (exit 2) unreadable file, invalid JSON or one of those values, naming
+            ``what`` and the value.
     """
     source = what
     if text.startswith("@"):
@@ -149,13 +174,13 @@ def parse_json_arg(text: str, what: str) -> Any:
             raise CliError(f"{what}: {str(path)!r} is not UTF-8 text", 2) from exc
         source = f"{what} file {str(path)!r}"
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                          parse_int=_readable_int)
     except json.JSONDecodeError as exc:
         raise CliError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} "
                        f"column {exc.colno})", 2) from exc
     except _NotJson as exc:
-        raise CliError(f"{source} is not valid JSON ({exc} is not a JSON value; use a "
-                       "number, a string or null)", 2) from exc
+        raise CliError(f"{source} is not valid JSON ({exc})", 2) from exc
 
 
 # -- loading a user's graph -----------------------------------------------------------------
@@ -204,16 +229,18 @@ def load_target(spec: str) -> Any:
     return obj
 
 
-def as_graph(obj: Any, checkpointer: Any = None, spec: str = "") -> Any:
+def as_graph(obj: Any, checkpointer: Any = None, spec: str | None = None) -> Any:
     """Turn a loaded object into a ``CompiledGraph`` using ``checkpointer``.
 
     A ``StateGraph`` is compiled with it; a ``CompiledGraph`` is compiled again from its
     builder with the same interrupts, durability and name but this checkpointer (unless
     ``checkpointer`` is None: then it is used as is); a function without required
-    arguments is called and its result converted.
+    arguments is called and what it returns (which must be a graph) converted. ``spec``
+    (``MODULE:ATTR``) names the object in messages.
 
     Raises:
-        CliError: (exit 2) the object is none of those.
+        CliError: (exit 2) the object is none of those, or a factory returned no graph
+            (the message names the factory and what it returned).
     """
     from threadloom.engine.compiled import CompiledGraph
     from threadloom.engine.graph import StateGraph
@@ -228,9 +255,22 @@ def as_graph(obj: Any, checkpointer: Any = None, spec: str = "") -> Any:
     if isinstance(obj, StateGraph):
         return obj.compile(checkpointer)
     if callable(obj) and not isinstance(obj, type):
-        return as_graph(_call_factory(obj, spec or repr(obj)), checkpointer, spec)
-    raise CliError(f"{spec or 'the target'} is a {type(obj).__name__}, not a StateGraph or "
-                   "CompiledGraph", 2)
+        name = spec or repr(obj)
+        made = _call_factory(obj, name)
+        if not isinstance(made, CompiledGraph | StateGraph):
+            raise CliError(f"the factory {name!r} returned {_a(made)}, not a StateGraph or "
+                           "CompiledGraph (return the graph or builder from it)", 2)
+        return as_graph(made, checkpointer, spec)
+    raise CliError(f"{spec or 'the target'} is {_a(obj)}, not a StateGraph or CompiledGraph",
+                   2)
+
+
+def _a(obj: Any) -> str:
+    """``None``, or ``a``/``an`` and the name of ``obj``'s type, for messages."""
+    if obj is None:
+        return "None"
+    kind = type(obj).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 
 
 def _call_factory(factory: Callable[..., Any], name: str) -> Any:
@@ -257,21 +297,29 @@ def _call_factory(factory: Callable[..., Any], name: str) -> Any:
 # -- checkpoint stores ----------------------------------------------------------------------
 
 def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool = True,
-                      read_only: bool = False) -> Any:
+                      read_only: bool = False, check_only: bool = False) -> Any:
     """Open the SQLite file ``db`` (or PostgreSQL at ``postgres``) as a checkpointer.
 
     A new file is made only in an existing directory: like ``draw -o``, a ``--db`` in a
     missing directory is refused rather than creating it. ``read_only`` opens an existing
-    SQLite file with ``SqliteCheckpointer(read_only=True)``: nothing in it is created or
-    changed, and a file without threadloom's tables is refused (it implies
-    ``must_exist``; PostgreSQL is opened as usual).
+    SQLite file with ``SqliteCheckpointer(read_only=True)`` (it implies ``must_exist``),
+    PostgreSQL with ``PostgresCheckpointer(read_only=True)``: nothing is created or
+    changed, and a store without threadloom's tables is refused ("... holds no
+    threadloom checkpoints"). ``check_only`` makes the checks on the path ``db`` that
+    need no opening, then returns None (PostgreSQL: None at once): a command with slow
+    work to do before it opens the store (``demo`` starts a model) refuses a bad
+    ``--db`` first, without creating the file.
 
     Raises:
-        CliError: the file is missing (when ``must_exist``) or its directory is, it is a
-            directory, is not a SQLite database, cannot be opened, or PostgreSQL cannot
-            be used (the message names the masked connection string and the reason).
+        CliError: ``db`` is empty (exit 2); the file is missing (when ``must_exist``) or
+            its directory is, it is a directory, is not a SQLite database, cannot be
+            opened, or (``read_only``) holds no threadloom tables of this version; or
+            PostgreSQL cannot be used (the message names the masked connection string
+            and the reason).
     """
     if postgres:
+        if check_only:
+            return None
         try:
             from threadloom.checkpoint.postgres import PostgresCheckpointer
         except ImportError as exc:
@@ -279,13 +327,15 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
         from threadloom.engine.errors import CheckpointError
 
         try:
-            pg = PostgresCheckpointer(postgres)
+            pg = PostgresCheckpointer(postgres, read_only=read_only)
         except CheckpointError as exc:
             raise CliError(f"--postgres: {exc}") from exc
         _OPENED.append(pg)
         return pg
     from threadloom.checkpoint.sqlite import SqliteCheckpointer
 
+    if not db:
+        raise CliError("--db is empty: give the path of a SQLite checkpoint file", 2)
     path = Path(db)
     if path.is_dir():
         raise CliError(f"{db!r} is a directory, not a checkpoint database file")
@@ -307,6 +357,8 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
             raise CliError(f"{db!r} is not a SQLite database (unreadable or corrupt file)")
         if not head and must_exist:  # reading must not turn an empty file into a database
             raise CliError(f"{db!r} is empty: no checkpoint database there yet")
+    if check_only:
+        return None
     from threadloom.engine.errors import CheckpointError
 
     try:
@@ -371,6 +423,39 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each lone surrogate (``"\\ud800"``: not valid Unicode, so a UTF-8
+    output refuses it) written as its escape ``\\ud800``; other text is unchanged."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(value: Any) -> Any:
+    """``jsonable``'s output with each non-finite float as the string ``"Infinity"``,
+    ``"-Infinity"`` or ``"NaN"`` (the names Python's ``json`` would print unquoted)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def dumps(value: Any, *, indent: int | None = 2) -> str:
-    """``json.dumps(jsonable(value))`` keeping non-ASCII text readable."""
-    return json.dumps(jsonable(value), indent=indent, ensure_ascii=False)
+    """``json.dumps(jsonable(value))`` keeping non-ASCII text readable.
+
+    The text is always strict JSON that any UTF-8 output can print, whatever a graph put
+    in its state: a non-finite float (JSON has no such number) is shown as the string
+    ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``, and a lone surrogate (a string that is
+    not valid Unicode, e.g. from ``"\\ud800"`` in JSON input) as its JSON escape
+    ``\\ud800``, which reads back as the same string.
+    """
+    plain = jsonable(value)
+    try:
+        text = json.dumps(plain, indent=indent, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a non-finite float somewhere
+        text = json.dumps(_finite(plain), indent=indent, ensure_ascii=False, allow_nan=False)
+    return printable(text)

@@ -12,6 +12,13 @@ An OpenAI-compatible model's client is made before the thread starts, so missing
 credentials are refused at once; with ``OPENAI_BASE_URL`` set, errors name that URL. A new
 thread whose very first model call fails (a wrong model name, no server) is removed again
 rather than left behind as an ``error`` thread; a resumed thread is always kept.
+
+The checks come before the file is written: ``--db``'s path, then for ``--resume`` (and
+``threadloom resume`` without ``--graph``), read-only, that the thread is there, was
+started by the demo and is not waiting for an answer the command does not give, then the
+model. A refused command leaves the file as it was, and creates none. A demo that starts
+adds its tables (checkpoints ``tl_*``, shop data ``demo_*``) to ``--db``, even to another
+application's SQLite file.
 """
 
 from __future__ import annotations
@@ -236,7 +243,10 @@ def demo_command(
                                      help="local:smollm2, openai:gpt-4o-mini, ollama:NAME, "
                                           "scripted"),
     db: str = typer.Option(DEMO_DB, "--db", help="SQLite file: checkpoints and shop data, "
-                                                "in an existing directory"),
+                                                "in an existing directory; created when "
+                                                "the demo starts. Another application's "
+                                                "SQLite file gets the demo's tables (tl_*, "
+                                                "demo_*) added"),
     resume: str | None = typer.Option(None, "--resume", metavar="THREAD_ID",
                                       help="continue this conversation"),
     approve: bool | None = typer.Option(None, "--approve/--reject",
@@ -246,14 +256,18 @@ def demo_command(
     """Run the demo shop agent: local model, SQLite checkpoints, streaming, approvals."""
     from threadloom.demo.agent import build_demo_agent
 
-    cp = open_checkpointer(db, must_exist=resume is not None)
-    if resume is not None:
-        require_thread(cp, resume, repr(db))
-        require_demo_thread(db, resume, f"continue it with `threadloom run MODULE:ATTR "
-                                        f"--thread {resume} --db {db}`")
-    data = DemoData(db)
     thread = resume or f"demo-{uuid.uuid4().hex[:8]}"
-    chat_model, label = choose_model(model, scripted, data.thread_model(thread))
+    remembered = None
+    if resume is None:  # a bad --db is refused before a model is fetched or started
+        open_checkpointer(db, must_exist=False, check_only=True)
+    else:
+        pending = _waiting(db, resume, f"continue it with `threadloom run MODULE:ATTR "
+                                       f"--thread {resume} --db {db}`")
+        _need_answer(resume, db, pending, approve)
+        remembered = demo_thread_model(db, resume)
+    chat_model, label = choose_model(model, scripted, remembered)
+    cp = open_checkpointer(db, must_exist=resume is not None)
+    data = DemoData(db)
     data.remember_model(thread, label)
     agent = build_demo_agent(chat_model, data, cp)
     typer.echo(f"threadloom demo | model {label} | thread {thread} | db {db}")
@@ -269,6 +283,33 @@ def demo_command(
             _drop_if_unanswered(agent, cp, data, thread, exc)
         raise
     _summary(agent, data, thread, _db_flag(db))
+
+
+def _waiting(db: str, thread: str, hint: str) -> tuple[Any, ...]:
+    """The pending interrupts of the demo's ``thread`` in ``db``, read without writing.
+
+    Raises:
+        CliError: ``db`` holds no threadloom checkpoints or no ``thread``, or the demo did
+            not start it (``hint`` says what to do then).
+    """
+    from threadloom.demo.agent import build_demo_agent
+
+    reader = open_checkpointer(db, read_only=True)
+    try:
+        require_thread(reader, thread, repr(db))
+        require_demo_thread(db, thread, hint)
+        # the model is never called by get_state, and DemoData writes only when queried
+        agent = build_demo_agent(_scripted(), DemoData(db), reader)
+        return tuple(agent.get_state(thread_id=thread).interrupts)
+    finally:
+        reader.close()
+
+
+def _need_answer(thread: str, db: str, pending: Any, approve: bool | None) -> None:
+    """Refuse to continue a thread that waits for an approval the command does not give."""
+    if pending and approve is None:
+        raise CliError(f"thread {thread} is waiting for an approval: answer it with "
+                       f"`threadloom resume {thread} --approve{_db_flag(db)}` (or --reject)")
 
 
 def _drop_if_unanswered(agent: Any, cp: Any, data: DemoData, thread: str,
@@ -289,9 +330,7 @@ def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, 
     from threadloom.engine.types import Command
 
     if pending:
-        if approve is None:
-            raise CliError(f"thread {thread} is waiting for an approval: answer it with "
-                           f"`threadloom resume {thread} --approve{_db_flag(db)}` (or --reject)")
+        _need_answer(thread, db, pending, approve)
         _drive(agent, thread, Command(resume=_decision(approve, list(pending))), approve,
                _db_flag(db))
     if question is not None or not pending:
@@ -309,15 +348,12 @@ def continue_demo(thread: str, payload: Any, db: str, model: str | None) -> None
     from threadloom.demo.agent import build_demo_agent
     from threadloom.engine.types import Command
 
-    cp = open_checkpointer(db)
-    require_thread(cp, thread, repr(db))
-    require_demo_thread(db, thread, f"answer it with `threadloom resume {thread} --graph "
-                                    f"MODULE:ATTR --db {db}`")
-    data = DemoData(db)
-    chat_model, label = choose_model(model, False, data.thread_model(thread))
-    agent = build_demo_agent(chat_model, data, cp)
-    if not agent.get_state(thread_id=thread).interrupts:
+    if not _waiting(db, thread, f"answer it with `threadloom resume {thread} --graph "
+                                f"MODULE:ATTR --db {db}`"):
         raise CliError(f"thread {thread!r} has no pending interrupt to answer")
+    chat_model, label = choose_model(model, False, demo_thread_model(db, thread))
+    data = DemoData(db)
+    agent = build_demo_agent(chat_model, data, open_checkpointer(db))
     typer.echo(f"threadloom demo | model {label} | thread {thread} | answer "
                f"{dumps(payload, indent=None)}")
     _drive(agent, thread, Command(resume=payload), None, _db_flag(db))

@@ -1,5 +1,13 @@
 """``threadloom run`` (any user graph, streamed) and ``threadloom resume`` (answer a
-pending interrupt)."""
+pending interrupt).
+
+Both check all they can before the checkpoint file is opened for writing: the JSON
+arguments, the graph (imported, built and compiled), and, read-only, the thread (for
+``resume`` that it exists and waits for an answer; for ``run --thread`` that another graph
+did not make it). A command refused on the way leaves the file as it was, and creates none.
+A ``run`` that starts adds threadloom's tables to the file, even one of another
+application (``--db`` says so).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ import asyncio
 import enum
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -66,6 +75,14 @@ def require_thread(cp: Any, thread_id: str, where: str) -> None:
         raise CliError(f"no thread {thread_id!r} in {where}")
 
 
+def _require_waiting_thread(graph: Any, cp: Any, thread_id: str, where: str) -> None:
+    """Raise ``CliError`` unless ``thread_id`` is in ``cp`` (open read-only, so a refused
+    ``resume`` writes nothing) and waits for an answer to an interrupt of ``graph``."""
+    require_thread(cp, thread_id, where)
+    if not graph.get_state(thread_id=thread_id).interrupts:
+        raise CliError(f"thread {thread_id!r} has no pending interrupt to answer")
+
+
 def new_view(show: str = "messages") -> RunView:
     """A ``RunView`` on stdout (progress redrawn in place on a terminal)."""
     tty = sys.stdout.isatty()
@@ -98,15 +115,19 @@ def run_command(
              "values (the state after each step), messages (tokens only), custom, debug "
              "(task starts/results and checkpoints), checkpoints (each saved checkpoint)"),
     db: str = typer.Option(DEFAULT_DB, "--db",
-                           help="SQLite checkpoint file, in an existing directory"),
+                           help="SQLite checkpoint file, in an existing directory; created "
+                                "when the run starts. Another application's SQLite file "
+                                "is used too: threadloom adds its tables (tl_*) to it"),
     recursion_limit: int | None = typer.Option(None, "--recursion-limit", min=1),
 ) -> None:
     """Run a graph with SQLite checkpoints, streaming its steps and tokens."""
     value = parse_json_arg(input_, "--input")
-    cp = open_checkpointer(db, must_exist=False)
-    graph = as_graph(load_target(target), cp, target)
+    graph = as_graph(load_target(target), None, target)  # all of it before the store
     thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"
-    if thread is not None:
+    looked = thread is not None and _check_own_thread(graph, thread_id, db)
+    cp = open_checkpointer(db, must_exist=False)
+    graph = as_graph(graph, cp, target)
+    if thread is not None and not looked:
         _require_own_thread(graph, cp, thread_id, db)
     typer.echo(f"thread {thread_id} | db {db}")
     config = {"recursion_limit": recursion_limit} if recursion_limit else None
@@ -120,6 +141,25 @@ def run_command(
         raise SystemExit(130) from None
     _report(graph, thread_id,
             f"threadloom resume {thread_id} --value JSON --graph {target} --db {db}")
+
+
+def _check_own_thread(graph: Any, thread_id: str, db: str) -> bool:
+    """``_require_own_thread`` on ``db`` opened read-only, before the run opens it for
+    writing. Returns False when it could not look: no file yet, or one that cannot be
+    read-only opened as threadloom's (another application's, an older schema version,
+    damaged), which the run's own opening then adds tables to, upgrades or reports.
+    """
+    if not db or not Path(db).is_file():
+        return False
+    try:
+        reader = open_checkpointer(db, read_only=True)
+    except CliError:
+        return False
+    try:
+        _require_own_thread(graph, reader, thread_id, db)
+    finally:
+        reader.close()
+    return True
 
 
 def _require_own_thread(graph: Any, cp: Any, thread_id: str, db: str) -> None:
@@ -187,11 +227,13 @@ def resume_command(
         continue_demo(thread, payload, db or DEMO_DB, model)
         return
     db = db or DEFAULT_DB
-    cp = open_checkpointer(db)
-    require_thread(cp, thread, repr(db))
-    compiled = as_graph(load_target(graph), cp, graph)
-    if not compiled.get_state(thread_id=thread).interrupts:
-        raise CliError(f"thread {thread!r} has no pending interrupt to answer")
+    loaded = as_graph(load_target(graph), None, graph)  # all of it before the store
+    reader = open_checkpointer(db, read_only=True)
+    try:
+        _require_waiting_thread(as_graph(loaded, reader, graph), reader, thread, repr(db))
+    finally:
+        reader.close()
+    compiled = as_graph(loaded, open_checkpointer(db), graph)
     from threadloom.engine.types import Command
 
     stream_run(compiled, Command(resume=payload), thread, new_view())

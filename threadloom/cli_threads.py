@@ -8,12 +8,18 @@ update is written straight through the checkpointer: each key replaces the store
 except ``messages``, whose new messages are appended. Either way the next ``run`` of the
 thread continues from the fork (the newest checkpoint).
 
-``list``, ``show`` and ``history`` never write: a SQLite file is opened read-only (a
-missing one is not created, another application's database is named and left as it is).
-A thread whose stored data cannot be decoded is listed as unreadable, naming the
-checkpoint and what is wrong, and the others are still listed. ``fork`` and ``delete``
-hold the thread's lease while they write, so no run starts meanwhile, and refuse a thread
-whose lease a live run holds (it would write on after them).
+``list``, ``show`` and ``history`` never write: the store is opened read-only (a missing
+SQLite file is not created; another application's database, SQLite or PostgreSQL, is
+named and left as it is, no table added). A thread whose stored data cannot be decoded is
+listed as unreadable, naming the checkpoint and what is wrong, and the others are still
+listed. ``fork`` and ``delete`` first check everything read-only (the thread, the
+checkpoint, the update), so a refused command leaves the store as it was; only then do
+they open it for writing and hold the thread's lease while they write, so no run starts
+meanwhile, refusing a thread whose lease a live run holds (it would write on after them).
+
+Every stored string shown in a table (thread ids, checkpoint ids, node and key names) is
+printed literally, never as rich markup; one with a newline or another control character
+is shown as its Python ``repr``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
 from threadloom.cli_common import (
@@ -79,27 +86,39 @@ def _sqlite_file(db: str | None, postgres: str | None) -> str:
     return db
 
 
+def _where(path: str, postgres: str | None) -> str:
+    """How messages name the store."""
+    return "PostgreSQL" if postgres else repr(path)
+
+
 @contextmanager
-def _reader(db: str | None, postgres: str | None) -> Iterator[tuple[Any, str]]:
-    """The store opened for reading, and how to name it."""
-    path = _sqlite_file(db, postgres)
-    if postgres:
-        yield _open(path, postgres), "PostgreSQL"
-        return
-    cp = _open(path, read_only=True)
+def _opened(path: str, postgres: str | None, *, read_only: bool) -> Iterator[Any]:
+    """The SQLite file ``path`` (or PostgreSQL at ``postgres``) open for the block.
+
+    ``read_only`` creates and changes nothing, and refuses a store without threadloom's
+    tables; writing commands use it first, to check all they can before they write.
+    """
+    cp = _open(path, postgres, read_only=read_only)
     try:
-        yield cp, repr(path)
+        yield cp
     finally:
         cp.close()
 
 
-def _writer(db: str | None, postgres: str | None) -> tuple[Any, str]:
-    """The store opened for writing; a SQLite file must already hold threadloom's tables
-    (checked read-only first, so another application's file is left untouched)."""
+@contextmanager
+def _reader(db: str | None, postgres: str | None) -> Iterator[tuple[Any, str]]:
+    """The store opened read-only, and how to name it."""
     path = _sqlite_file(db, postgres)
-    if not postgres:
-        _open(path, read_only=True).close()
-    return _open(path, postgres), ("PostgreSQL" if postgres else repr(path))
+    with _opened(path, postgres, read_only=True) as cp:
+        yield cp, _where(path, postgres)
+
+
+def _shown(value: object) -> Text:
+    """``value`` as literal table text: no rich markup (``[red]``) or emoji code is read
+    in it; a string with a newline or another control character is shown as its repr,
+    so it cannot split the row."""
+    text = str(value)
+    return Text(text if text.isprintable() else repr(text))
 
 
 def _why(exc: BaseException) -> str:
@@ -191,7 +210,7 @@ def list_threads(db: str | None = DB, postgres: str | None = PG) -> None:
     then ends with one error line naming it (exit 1).
     """
     with _reader(db, postgres) as (cp, where):
-        table = Table(title=f"threads in {where}")
+        table = Table(title=Text(f"threads in {where}"))
         for col in ("thread", "checkpoints", "step", "status", "next", "updated"):
             table.add_column(col, no_wrap=col == "thread")
         unreadable: list[str] = []
@@ -200,13 +219,15 @@ def list_threads(db: str | None = DB, postgres: str | None = PG) -> None:
                 items = list(cp.list(_config(thread)))
             except CheckpointError as exc:
                 unreadable.append(f"{thread!r}: {_why(exc)}")
-                table.add_row(thread, "?", "?", f"unreadable: {exc}", "-", "-")
+                table.add_row(_shown(thread), "?", "?",
+                              Text(f"unreadable: {' '.join(str(exc).split())}"), "-", "-")
                 continue
             if not items:
                 continue
             last = items[0]
-            table.add_row(thread, str(len(items)), str(last.metadata.get("step", "")),
-                          _status(last), _next(last), _when(last.checkpoint.get("ts")))
+            table.add_row(_shown(thread), str(len(items)),
+                          _shown(last.metadata.get("step", "")), _status(last),
+                          _shown(_next(last)), _shown(_when(last.checkpoint.get("ts"))))
     if not table.row_count:
         typer.echo(f"no threads in {where}")
         return
@@ -248,18 +269,19 @@ def history(thread: str, limit: int | None = typer.Option(None, "--limit", "-n",
                                                  help="newest N checkpoints"),
             db: str | None = DB, postgres: str | None = PG) -> None:
     """A thread's checkpoints, newest first: id, step, source, writes, next, time (UTC)."""
-    table = Table(title=f"history of {thread}")
+    table = Table(title=Text.assemble("history of ", _shown(thread)))
     for col in ("checkpoint", "step", "source", "wrote", "next", "created_at"):
         table.add_column(col, no_wrap=col == "checkpoint")
     with _reader(db, postgres) as (cp, where), _reading(thread):
         require_thread(cp, thread, where)
         for saved in cp.list(_config(thread), limit=limit):
             writes = saved.metadata.get("writes") or {}
-            table.add_row(saved.config["configurable"]["checkpoint_id"],
-                          str(saved.metadata.get("step", "")),
-                          str(saved.metadata.get("source", "")),
-                          ", ".join(writes) if isinstance(writes, dict) else str(writes),
-                          _next(saved), _when(saved.checkpoint.get("ts")))
+            table.add_row(_shown(saved.config["configurable"]["checkpoint_id"]),
+                          _shown(saved.metadata.get("step", "")),
+                          _shown(saved.metadata.get("source", "")),
+                          _shown(", ".join(map(str, writes)) if isinstance(writes, dict)
+                                 else writes),
+                          _shown(_next(saved)), _shown(_when(saved.checkpoint.get("ts"))))
     _console().print(table)
 
 
@@ -312,26 +334,63 @@ def fork(thread: str,
         raise CliError("--update must be a JSON object of state keys", 2)
     if graph is None and as_node is not None:
         raise CliError("--as-node needs --graph (routing needs the graph)", 2)
-    cp, where = _writer(db, postgres)
-    require_thread(cp, thread, where)
-    with hold_thread(cp, thread, "nothing was forked") as token:
+    compiled = None if graph is None else as_graph(load_target(graph), None, graph)
+    path = _sqlite_file(db, postgres)
+    where = _where(path, postgres)
+    with _opened(path, postgres, read_only=True) as reader, _reading(thread):
+        require_thread(reader, thread, where)
+        saved = _find(reader, thread, checkpoint)
+    _check_update(saved, values, compiled, graph, as_node)
+    cid = saved.config["configurable"]["checkpoint_id"]
+    with _opened(path, postgres, read_only=False) as cp, \
+            hold_thread(cp, thread, "nothing was forked") as token:
         with _reading(thread):
-            saved = _find(cp, thread, checkpoint)
-        if graph is not None:
-            compiled = as_graph(load_target(graph), cp, graph)
-            new = compiled.update_state(saved.config, values, as_node=as_node)
+            saved = cp.get_tuple(saved.config)
+        if saved is None:
+            raise CliError(f"checkpoint {cid!r} of thread {thread!r} was removed meanwhile "
+                           "(pruned, expired or deleted); nothing was forked")
+        if compiled is not None:
+            new = as_graph(compiled, cp, graph).update_state(saved.config, values,
+                                                             as_node=as_node)
         else:
-            known = set(saved.checkpoint["channel_values"])
-            unknown = sorted(set(values) - known)
-            if unknown:
-                raise CliError(
-                    f"--update names key(s) {unknown} that the thread's state does not hold "
-                    f"(it holds {sorted(known)}); give --graph MODULE:ATTR so the graph can "
-                    "check the update against its schema", 2)
             new = _fork_direct(cp, saved, values, token)
     new_id = new["configurable"]["checkpoint_id"]
-    typer.echo(f"forked thread {thread} at {saved.config['configurable']['checkpoint_id']} "
-               f"-> new checkpoint {new_id}")
+    typer.echo(f"forked thread {thread} at {cid} -> new checkpoint {new_id}")
+
+
+def _check_update(saved: Any, values: dict[str, Any], compiled: Any, graph: str | None,
+                  as_node: str | None) -> None:
+    """Refuse, before anything is written, an update the fork cannot apply: without a
+    graph, keys the checkpoint's state does not hold; with one, keys outside its schema
+    or an ``--as-node`` that is not one of its nodes.
+
+    Raises:
+        CliError: (exit 2) naming the keys or the node.
+    """
+    from threadloom.engine.errors import InvalidUpdateError
+    from threadloom.engine.types import END, START
+    from threadloom.engine.writes import writes_of
+
+    if compiled is None:
+        known = set(saved.checkpoint["channel_values"])
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise CliError(
+                f"--update names key(s) {unknown} that the thread's state does not hold "
+                f"(it holds {sorted(known)}); give --graph MODULE:ATTR so the graph can "
+                "check the update against its schema", 2)
+        return
+    if as_node is not None and as_node not in compiled.nodes and as_node not in (START, END):
+        raise CliError(f"--as-node {as_node!r} is not a node of {graph} (its nodes: "
+                       f"{sorted(compiled.nodes)})", 2)
+    unknown = sorted(set(values) - set(compiled.channels))
+    if unknown:
+        raise CliError(f"--update names key(s) {unknown} that the state schema of {graph} "
+                       f"does not have (its keys: {sorted(compiled.channels)})", 2)
+    try:  # what else the graph checks of an update (e.g. RemoveMessage needs add_messages)
+        writes_of(compiled, as_node or "__update__", values, 0)
+    except InvalidUpdateError as exc:
+        raise CliError(f"--update does not fit {graph}: {exc}", 2) from exc
 
 
 @threads_app.command("delete")
@@ -341,8 +400,10 @@ def delete(thread: str, db: str | None = DB, postgres: str | None = PG) -> None:
 
     Refused (nothing deleted) while a live run holds the thread's lease.
     """
-    cp, where = _writer(db, postgres)
-    require_thread(cp, thread, where)
-    with hold_thread(cp, thread, "nothing was deleted"):
+    path = _sqlite_file(db, postgres)
+    with _opened(path, postgres, read_only=True) as reader:
+        require_thread(reader, thread, _where(path, postgres))
+    with _opened(path, postgres, read_only=False) as cp, \
+            hold_thread(cp, thread, "nothing was deleted"):
         cp.delete_thread(thread)
     typer.echo(f"deleted thread {thread}")

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import IO, Any
 
-from threadloom.cli_common import dumps
+from threadloom.cli_common import dumps, printable
 
 __all__ = ["RunView"]
 
@@ -86,6 +86,9 @@ class RunView:
     # -- output helpers -----------------------------------------------------------------
 
     def _write(self, text: str) -> None:
+        """Write ``text`` (lone surrogates escaped, so no output refuses it), erasing the
+        progress line first."""
+        text = printable(text)
         with self._lock:
             if self._status_shown:
                 self.out.write("\r\033[K")
@@ -127,7 +130,8 @@ class RunView:
                 continue
             elapsed = time.monotonic() - self._started
             step = self.step if self.step is not None else self.steps + 1
-            status = f"still running: step {step}{self.current}, {elapsed:.0f}s elapsed"
+            status = printable(f"still running: step {step}{self.current}, "
+                               f"{elapsed:.0f}s elapsed")
             with self._lock:
                 if self.tty:
                     if self._midline:

@@ -12,6 +12,13 @@ Opening fails fast: the connection string is parsed first, then one direct conne
 tables, and only then is the pool opened. A bad string or an unreachable server is a
 ``CheckpointError`` naming the (password-masked) connection string and libpq's reason,
 not a pool timeout after its retries.
+
+``read_only=True`` creates and migrates nothing: the one direct connection checks that
+threadloom's tables exist (in ``schema``, else on the connection's ``search_path``) at
+this threadloom's schema version, and refuses any other database as one that "holds no
+threadloom checkpoints"; every transaction then runs ``READ ONLY`` and every writing
+method raises ``CheckpointError`` before it connects (``threadloom threads list``,
+``show`` and ``history`` open PostgreSQL this way).
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from threadloom.checkpoint.serde import Codec
-from threadloom.checkpoint.sqlbase import POSTGRES, Sql, SqlTx
-from threadloom.checkpoint.stored import StoredCheckpointer
+from threadloom.checkpoint.sqlbase import POSTGRES, SCHEMA_VERSION, TABLES, Sql, SqlTx
+from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
 from threadloom.engine.errors import CheckpointError
+from threadloom.redact import mask_url, mask_urls
 
 try:
     import psycopg
@@ -38,22 +46,20 @@ except ImportError as _exc:  # pragma: no cover - depends on the install
 
 _MIGRATION_LOCK = 0x746C636B  # "tlck": advisory lock key serializing table creation
 _PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
-_PASSWORD_URL = re.compile(r"(\b[a-z][a-z0-9+.-]*:/*[^:/@\s]*:)([^@/\s]*)@", re.IGNORECASE)
 
 
 def mask_conninfo(conninfo: str) -> str:
     """``conninfo`` with any password replaced by ``***`` (``password=...`` in either
-    form, and ``user:password@`` in a URL), for error messages and logs."""
-    masked = _PASSWORD_KV.sub(r"\1***", conninfo)
-    return _PASSWORD_URL.sub(r"\1***@", masked)
+    form, and in a URL the userinfo password and secret-looking query values, as
+    ``threadloom.redact.mask_url``), for error messages and logs."""
+    return mask_url(_PASSWORD_KV.sub(r"\1***", conninfo))
 
 
 def _reason(exc: BaseException, conninfo: str) -> str:
     """libpq's message on one line, with the connection string's passwords masked (a
     parse error may quote part of the string)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    found = [*_PASSWORD_KV.finditer(conninfo), *_PASSWORD_URL.finditer(conninfo)]
-    for secret in (m.group(2).strip("'") for m in found):
+    text = mask_urls(" ".join(str(exc).split()) or type(exc).__name__, conninfo)
+    for secret in (m.group(2).strip("'") for m in _PASSWORD_KV.finditer(conninfo)):
         if secret:
             text = text.replace(secret, "***")
     return text
@@ -74,12 +80,15 @@ class PostgresCheckpointer(StoredCheckpointer):
         cache_size: decoded list values kept for O(delta) reloads.
         connect_timeout: seconds to wait for each new connection, where ``conninfo``
             sets no ``connect_timeout`` of its own.
+        read_only: never create, migrate or write anything (see the module doc).
 
     Raises:
         ValueError: ``schema`` is not a valid identifier.
         CheckpointError: ``conninfo`` is not a valid connection string, the server
             cannot be reached or refuses the login (the message names the masked
-            ``conninfo`` and the reason), or its tables are newer than this threadloom.
+            ``conninfo`` and the reason), or its tables are newer than this threadloom;
+            with ``read_only``, also: the database holds no threadloom tables (``"...
+            holds no threadloom checkpoints"``), only some, or another schema version.
     """
 
     def __init__(
@@ -93,13 +102,15 @@ class PostgresCheckpointer(StoredCheckpointer):
         codec: Codec | None = None,
         cache_size: int = 256,
         connect_timeout: int = 5,
+        read_only: bool = False,
     ) -> None:
         super().__init__(
             codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
         )
         self._sql = Sql(POSTGRES, schema)
         self.schema = schema
-        where = f"PostgreSQL checkpoint store at {mask_conninfo(conninfo)!r}"
+        self.read_only = read_only
+        self._where = where = f"PostgreSQL checkpoint store at {mask_conninfo(conninfo)!r}"
         kwargs: dict[str, Any] = {"autocommit": True}
         try:
             if "connect_timeout" not in conninfo_to_dict(conninfo):
@@ -109,11 +120,16 @@ class PostgresCheckpointer(StoredCheckpointer):
                                   f"{_reason(exc, conninfo)}") from exc
         try:  # one direct connection first: its failure is the real cause, at once
             with psycopg.connect(conninfo, **kwargs) as conn:
-                self._migrate(conn)
+                if read_only:
+                    conn.read_only = True
+                    self._check_schema(conn)
+                else:
+                    self._migrate(conn)
         except psycopg.Error as exc:
             raise CheckpointError(f"cannot use the {where}: {_reason(exc, conninfo)}") from exc
         self._pool = ConnectionPool(
-            conninfo, min_size=1, max_size=max(1, pool_size), kwargs=kwargs, open=False)
+            conninfo, min_size=1, max_size=max(1, pool_size), kwargs=kwargs, open=False,
+            configure=_begin_read_only if read_only else None)
         try:
             self._pool.open(wait=True, timeout=30)
         except psycopg.Error as exc:  # PoolTimeout included
@@ -130,11 +146,31 @@ class PostgresCheckpointer(StoredCheckpointer):
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             tx.migrate()
 
+    def _check_schema(self, conn: Any) -> None:
+        """Read-only: refuse a database without threadloom's current tables (in
+        ``schema``, else on ``search_path``), creating nothing."""
+        qualified = {self._sql.names[f"t_{t[3:]}"]: t for t in TABLES}
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL",
+                        (list(qualified),))
+            present = {qualified[r[0]] for r in cur.fetchall()}
+            place = f"schema {self.schema!r}" if self.schema else "its search_path"
+            check_schema(self._where, TABLES, present, SqlTx(cur, self._sql).schema_version,
+                         SCHEMA_VERSION, f"no threadloom tables in {place}")
+
     @contextmanager
     def _tx(self, write: bool) -> Iterator[Any]:
+        if write and self.read_only:
+            raise CheckpointError(f"the {self._where} was opened read-only; it does not write")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield SqlTx(cur, self._sql)
 
     def close(self) -> None:
         """Close the connection pool."""
         self._pool.close()
+
+
+def _begin_read_only(conn: Any) -> None:
+    """Make each transaction of a pooled connection ``BEGIN READ ONLY`` (the server
+    refuses any write in it)."""
+    conn.read_only = True

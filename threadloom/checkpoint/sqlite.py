@@ -34,7 +34,7 @@ from typing import Any
 
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlbase import SCHEMA_VERSION, SQLITE, TABLES, Sql, SqlTx
-from threadloom.checkpoint.stored import StoredCheckpointer
+from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
 from threadloom.engine.errors import CheckpointError
 
 
@@ -109,23 +109,8 @@ class SqliteCheckpointer(StoredCheckpointer):
         with self._tx(False) as tx:
             names = {r[0] for r in tx.cur.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            missing = [t for t in TABLES if t not in names]
-            if len(missing) == len(TABLES):
-                raise CheckpointError(
-                    f"{self.path!r} holds no threadloom checkpoints (a SQLite database "
-                    "without threadloom's tables)")
-            if missing:
-                raise CheckpointError(
-                    f"{self.path!r} lacks threadloom tables {missing}: not a complete "
-                    "threadloom checkpoint database")
-            version = tx.schema_version()
-        if version != SCHEMA_VERSION:
-            newer = version > SCHEMA_VERSION
-            raise CheckpointError(
-                f"{self.path!r} has checkpoint tables of schema version {version}, "
-                + (f"newer than this threadloom ({SCHEMA_VERSION}); upgrade threadloom"
-                   if newer else f"older than this threadloom's ({SCHEMA_VERSION}); "
-                   "open it once for writing (e.g. threadloom run) to upgrade it"))
+            check_schema(repr(self.path), TABLES, names, tx.schema_version, SCHEMA_VERSION,
+                         "a SQLite database without threadloom's tables")
 
     def _connect(self) -> sqlite3.Connection:
         read_only = self.read_only

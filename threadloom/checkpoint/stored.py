@@ -10,16 +10,19 @@ A stored checkpoint that cannot be decoded (edited by hand, damaged on disk) rai
 checkpoint and thread; other threads, and the other checkpoints of its thread when read
 one by one, stay readable.
 
-A backend opened ``read_only`` (``SqliteCheckpointer(path, read_only=True)``) never
-writes: an expired thread reads as deleted without being deleted (a paused one reads as
-stored, without being compacted), and every writing method raises ``CheckpointError``.
+A backend opened ``read_only`` (``SqliteCheckpointer(path, read_only=True)``,
+``PostgresCheckpointer(conninfo, read_only=True)``) never writes: it creates and migrates
+nothing (a store without threadloom's tables at the current schema version is refused
+with ``check_schema``), an expired thread reads as deleted without being deleted (a paused
+one reads as stored, without being compacted), and every writing method raises
+``CheckpointError``.
 """
 
 from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
@@ -508,6 +511,37 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
     def _due(tx: Tx, thread_id: str) -> bool:
         info = tx.get_thread(thread_id)
         return info is not None and info[1] is not None and info[1] <= time.time()
+
+
+def check_schema(where: str, tables: Sequence[str], present: Collection[str],
+                 version: Callable[[], int], supported: int, absent: str) -> None:
+    """Refuse, for a store opened read-only, anything but threadloom's complete tables at
+    the ``supported`` schema version (a store opened for writing creates or migrates them).
+
+    Args:
+        where: the store, as the errors name it (``"'app.db'"``, a masked conninfo).
+        tables: every table threadloom keeps; ``present``: those the store has.
+        version: reads the tables' schema version (called only when all are present).
+        absent: what a store without any of the tables is, e.g. ``"a SQLite database
+            without threadloom's tables"``.
+
+    Raises:
+        CheckpointError: ``"<where> holds no threadloom checkpoints (<absent>)"``, or
+            names the missing tables, or the other schema version and what to do.
+    """
+    missing = [t for t in tables if t not in present]
+    if len(missing) == len(tables):
+        raise CheckpointError(f"{where} holds no threadloom checkpoints ({absent})")
+    if missing:
+        raise CheckpointError(f"{where} lacks threadloom tables {missing}: not a complete "
+                              "threadloom checkpoint database")
+    found = version()
+    if found != supported:
+        raise CheckpointError(
+            f"{where} has checkpoint tables of schema version {found}, "
+            + (f"newer than this threadloom ({supported}); upgrade threadloom"
+               if found > supported else f"older than this threadloom's ({supported}); "
+               "open it once for writing (e.g. threadloom run) to upgrade it"))
 
 
 def _bad_shape(what: str) -> SerializationError:

@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 import openai
 from pydantic import SecretStr
 
+from threadloom.engine.errors import ModelError
 from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage, to_openai_messages
+from threadloom.redact import mask_url
 
 from .base import BaseChatModel, guard_tool_calls, new_message_id
 from .openai_wire import StreamConverter, map_error, parse_completion
@@ -129,13 +132,12 @@ class OpenAIChatModel(BaseChatModel):
 
     def __repr__(self) -> str:
         key = "None" if self._api_key is None else "'**********'"
-        return (f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, "
+        url = None if self.base_url is None else mask_url(self.base_url)
+        return (f"OpenAIChatModel(model={self.model!r}, base_url={url!r}, "
                 f"api_key={key}, tool_calling={self.tool_calling!r})")
 
     # -- clients --------------------------------------------------------------------------
     def _client_kwargs(self) -> dict[str, Any]:
-        import os
-
         kw: dict[str, Any] = {"base_url": self.base_url, "organization": self.organization,
                               "default_headers": self.default_headers or None}
         if self._api_key is not None:
@@ -149,11 +151,24 @@ class OpenAIChatModel(BaseChatModel):
             kw["max_retries"] = self.max_retries
         return kw
 
+    def _urls(self) -> list[str]:
+        """The base URLs this model may use: its own, its clients', ``OPENAI_BASE_URL``."""
+        clients = [self._client, *self._aclients.values()]
+        found = [self.base_url, *(str(c.base_url) for c in clients if c is not None),
+                 os.environ.get("OPENAI_BASE_URL")]
+        return [u for u in found if u]
+
     @property
     def where(self) -> str:
-        """``model 'x' at <url>``, used in error messages."""
-        url = self.base_url or (self._client.base_url if self._client else "the OpenAI API")
-        return f"model {self.model!r} at {url}"
+        """``model 'x' at <url>``, used in error messages; the URL's password and secret
+        query values are masked (``threadloom.redact.mask_url``)."""
+        urls = self._urls()
+        return f"model {self.model!r} at {mask_url(urls[0]) if urls else 'the OpenAI API'}"
+
+    def _error(self, exc: Exception) -> ModelError:
+        """``exc`` mapped by ``map_error``: the message names ``where``, and the secrets
+        of the base URLs are masked wherever they appear in it."""
+        return map_error(exc, where=self.where, known=self._urls())
 
     @property
     def client(self) -> openai.OpenAI:
@@ -165,7 +180,7 @@ class OpenAIChatModel(BaseChatModel):
             try:
                 self._client = openai.OpenAI(**kwargs)
             except openai.OpenAIError as exc:
-                raise map_error(exc, where=self.where) from exc
+                raise self._error(exc) from exc
         return self._client
 
     @property
@@ -176,7 +191,7 @@ class OpenAIChatModel(BaseChatModel):
             try:
                 self._aclients = {loop: openai.AsyncOpenAI(**self._client_kwargs())}
             except openai.OpenAIError as exc:
-                raise map_error(exc, where=self.where) from exc
+                raise self._error(exc) from exc
         return self._aclients[loop]
 
     def close(self) -> None:
@@ -241,7 +256,7 @@ class OpenAIChatModel(BaseChatModel):
             raw = self.client.chat.completions.with_raw_response.create(**params)
             data = json.loads(raw.text)
         except openai.OpenAIError as exc:
-            raise map_error(exc, where=self.where) from exc
+            raise self._error(exc) from exc
         return parse_completion(data, new_message_id())
 
     async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
@@ -251,7 +266,7 @@ class OpenAIChatModel(BaseChatModel):
             raw = await self.async_client.chat.completions.with_raw_response.create(**params)
             data = json.loads(raw.text)
         except openai.OpenAIError as exc:
-            raise map_error(exc, where=self.where) from exc
+            raise self._error(exc) from exc
         return parse_completion(data, new_message_id())
 
     def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
@@ -265,7 +280,7 @@ class OpenAIChatModel(BaseChatModel):
                     if chunk is not None:
                         yield chunk
         except openai.OpenAIError as exc:
-            raise map_error(exc, where=self.where) from exc
+            raise self._error(exc) from exc
         yield conv.finish()
 
     async def _astream(self, msgs: list[BaseMessage], tools: list[dict] | None,
@@ -279,5 +294,5 @@ class OpenAIChatModel(BaseChatModel):
                     if chunk is not None:
                         yield chunk
         except openai.OpenAIError as exc:
-            raise map_error(exc, where=self.where) from exc
+            raise self._error(exc) from exc
         yield conv.finish()

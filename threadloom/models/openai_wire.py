@@ -13,6 +13,7 @@ Studio, llama.cpp, DeepSeek, Gemini and Groq (``tests/fixtures/providers``):
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, cast
 
 import openai
@@ -31,6 +32,7 @@ from threadloom.messages import (
     construct_unchecked,
     message_from_openai,
 )
+from threadloom.redact import mask_urls
 
 __all__ = ["StreamConverter", "map_error", "map_usage", "parse_completion"]
 
@@ -218,7 +220,8 @@ class StreamConverter:
                               response_metadata=dict(self._meta))
 
 
-def map_error(exc: Exception, *, where: str) -> ModelError:
+def map_error(exc: Exception, *, where: str,
+              known: Sequence[str | None] = ()) -> ModelError:
     """Map an ``openai`` exception to a threadloom one (raise it ``from exc``).
 
     429 -> ``RateLimitError``; an Azure content-filter refusal (``code: content_filter``
@@ -227,9 +230,13 @@ def map_error(exc: Exception, *, where: str) -> ModelError:
     other statuses -> ``ModelHTTPError`` (retryable for 408/409/5xx); timeouts ->
     ``ModelTimeoutError``. Messages name ``where`` (model and URL), the status and the
     provider's own message. Retries already happened inside the client.
+
+    The message never shows credentials: every URL in it has its password and secret
+    query values masked, and so do the secrets of the ``known`` URLs (the model's base
+    URLs) wherever they appear (``threadloom.redact.mask_urls``).
     """
     if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeoutError(f"{where}: the request timed out ({exc})")
+        return ModelTimeoutError(mask_urls(f"{where}: the request timed out ({exc})", *known))
     if isinstance(exc, openai.APIStatusError):
         body = exc.body
         err = body if isinstance(body, dict) else {}
@@ -237,7 +244,7 @@ def map_error(exc: Exception, *, where: str) -> ModelError:
         code = str(code) if code is not None else None
         text = err.get("message") or (body if isinstance(body, str) else str(exc))
         message = f"{where}: HTTP {exc.status_code}" + (f" ({code})" if code else "")
-        message += f": {text}"
+        message = mask_urls(f"{message}: {text}", *known)
         inner = err.get("innererror")
         if not isinstance(inner, dict):
             inner = {}
@@ -250,5 +257,5 @@ def map_error(exc: Exception, *, where: str) -> ModelError:
             or exc.status_code >= 500
         return ModelHTTPError(message, retryable=retryable, **kwargs)
     if isinstance(exc, openai.APIConnectionError):
-        return ModelError(f"{where}: cannot connect ({exc})")
-    return ModelError(f"{where}: {type(exc).__name__}: {exc}")
+        return ModelError(mask_urls(f"{where}: cannot connect ({exc})", *known))
+    return ModelError(mask_urls(f"{where}: {type(exc).__name__}: {exc}", *known))
