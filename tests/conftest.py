@@ -67,3 +67,14 @@ def memory_checkpointer():
 def thread_id() -> str:
     """A unique thread id."""
     return f"t-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """Run in a temporary directory with the test helpers (``cli_graphs``, ...)
+    importable; CLI test modules build on it."""
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))
+    return tmp_path

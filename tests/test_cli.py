@@ -21,14 +21,6 @@ TESTS = Path(__file__).resolve().parent
 runner = CliRunner()
 
 
-@pytest.fixture
-def work(tmp_path, monkeypatch):
-    """Run in a temporary directory with ``cli_graphs`` importable."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(TESTS))
-    return tmp_path
-
-
 def cli(*args: str):
     result = runner.invoke(app, list(args))
     return result

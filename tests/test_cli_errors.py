@@ -50,12 +50,10 @@ def defaults(name="counter"):
 
 
 @pytest.fixture
-def work(tmp_path, monkeypatch):
-    """Run in a temporary directory with ``cli_graphs`` importable."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(TESTS))
-    (tmp_path / "facts.py").write_text(FACTORIES)
-    return tmp_path
+def work(work):
+    """The shared ``work`` directory, holding ``facts.py``."""
+    (work / "facts.py").write_text(FACTORIES)
+    return work
 
 
 def proc(*args: str, cwd: Path, env: dict[str, str] | None = None,

@@ -71,12 +71,10 @@ def factory_list():
 
 
 @pytest.fixture
-def work(tmp_path, monkeypatch):
-    """A temporary directory holding ``g.py``, with ``cli_graphs`` importable."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(TESTS))
-    (tmp_path / "g.py").write_text(GRAPHS)
-    return tmp_path
+def work(work):
+    """The shared ``work`` directory, holding ``g.py``."""
+    (work / "g.py").write_text(GRAPHS)
+    return work
 
 
 def proc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

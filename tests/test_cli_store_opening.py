@@ -29,14 +29,6 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 
 
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run in a temporary directory with ``cli_graphs`` importable."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(TESTS))
-    return tmp_path
-
-
 def proc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),

@@ -31,14 +31,6 @@ TESTS = Path(__file__).resolve().parent
 READS = [["list"], ["show", "t1"], ["history", "t1"]]
 
 
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run in a temporary directory with ``cli_graphs`` importable."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(TESTS))
-    return tmp_path
-
-
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(TESTS), os.environ.get("PYTHONPATH", "")]), COLUMNS="200")
