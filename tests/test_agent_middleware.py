@@ -28,7 +28,7 @@ from threadloom.agent.middleware import (
 )
 from threadloom.agent.requests import ModelRequest, ToolCallRequest
 from threadloom.agent.state import State
-from threadloom.engine.errors import ModelHTTPError, RateLimitError
+from threadloom.errors import ModelHTTPError, RateLimitError
 
 REFUSAL = "I can't help with passwords"
 

@@ -7,7 +7,7 @@ import pytest
 
 from threadloom.agent import create_agent
 from threadloom.checkpoint.memory import InMemoryCheckpointer
-from threadloom.engine.errors import SecurityError
+from threadloom.errors import SecurityError
 from threadloom.models import ScriptedChatModel
 from threadloom.prompt_sandbox import MissingVariablesError
 

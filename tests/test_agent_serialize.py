@@ -22,7 +22,7 @@ from threadloom.agent.serialize import (
     type_from_data,
     type_to_data,
 )
-from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.errors import SecurityError, SerializationError
 from threadloom.reducers import merge_lists
 
 CANARY = "sk-CANARY-7d3a91e0b4"

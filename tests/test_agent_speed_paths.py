@@ -21,7 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from threadloom import create_agent, tool
 from threadloom.agent.requests import NO_OPTIONS, RunOptions, repair_tool_pairs, run_options
-from threadloom.engine.types import Command
+from threadloom.types import Command
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,

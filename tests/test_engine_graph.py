@@ -8,7 +8,7 @@ from typing import Annotated, Literal, TypedDict
 import pytest
 
 from threadloom import END, START, Command, StateGraph
-from threadloom.engine.errors import GraphBuildError, GraphValidationError
+from threadloom.errors import GraphBuildError, GraphValidationError
 
 
 class S(TypedDict):

@@ -14,7 +14,7 @@ from threadloom import (
     StateGraph,
     interrupt,
 )
-from threadloom.engine.errors import (
+from threadloom.errors import (
     CheckpointError,
     EmptyInputError,
     GraphRunError,
@@ -387,7 +387,7 @@ def test_a_run_that_lost_its_lease_cannot_write(tmp_path, thread_id):
 
 
 def test_interrupt_without_a_checkpointer_is_a_clear_error():
-    from threadloom.engine.errors import GraphRunError
+    from threadloom.errors import GraphRunError
 
     with pytest.raises(GraphRunError, match="no checkpointer") as info:
         approval_graph([]).compile().invoke({"request": "x"})

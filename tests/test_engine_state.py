@@ -259,7 +259,7 @@ def test_end_edge_constant_and_command_update_object():
 
 
 def test_node_name_colliding_with_state_key_is_refused():
-    from threadloom.engine.errors import GraphBuildError
+    from threadloom.errors import GraphBuildError
 
     class S(TypedDict):
         a: int

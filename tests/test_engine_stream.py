@@ -10,7 +10,7 @@ from typing import Annotated, TypedDict
 import pytest
 
 from threadloom import START, StateGraph, get_stream_writer
-from threadloom.engine.errors import InvalidUpdateError
+from threadloom.errors import InvalidUpdateError
 from threadloom.engine.runtime import emit_message_chunk
 
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 from threadloom.messages import AIMessage, HumanMessage, ToolMessage
 from threadloom.models import local
 from threadloom.models.local import LOCAL_MODELS, LocalChatModel, pull_model, resolve_model

@@ -14,10 +14,10 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from threadloom import InMemoryCheckpointer, StateGraph
-from threadloom.engine.errors import InvalidRouteError
+from threadloom.errors import InvalidRouteError
 from threadloom.engine.routing import next_tasks, route_all
 from threadloom.engine.tasks import Task, TaskResult
-from threadloom.engine.types import END, START, Send
+from threadloom.types import END, START, Send
 
 
 class S(TypedDict):

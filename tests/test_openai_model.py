@@ -12,7 +12,7 @@ import model_fixtures
 import pytest
 from providers_server import json_reply, load_fixture
 
-from threadloom.engine.errors import (
+from threadloom.errors import (
     ContentFilterError,
     ModelError,
     ModelHTTPError,

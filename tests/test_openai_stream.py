@@ -15,7 +15,7 @@ import pytest
 from providers_server import load_fixture, stream_reply
 
 from threadloom.engine.graph import StateGraph
-from threadloom.engine.types import END, START
+from threadloom.types import END, START
 from threadloom.messages import AIMessageChunk, HumanMessage
 from threadloom.reducers import add_messages
 

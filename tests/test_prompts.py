@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from threadloom.engine.errors import SecurityError
+from threadloom.errors import SecurityError
 from threadloom.messages import AIMessage, HumanMessage, SystemMessage
 from threadloom.prompt_sandbox import RenderBudgetError
 from threadloom.prompts import (

@@ -17,7 +17,7 @@ import pytest
 from conftest import PG_CONNINFO
 
 from threadloom import START, Command, StateGraph, interrupt
-from threadloom.engine.errors import EmptyInputError
+from threadloom.errors import EmptyInputError
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -285,7 +285,7 @@ def test_direct_saves_keep_a_lease_token_on_every_write(
     from typing import TypedDict
 
     from threadloom import START, SqliteCheckpointer, StateGraph
-    from threadloom.engine.errors import ThreadBusyError
+    from threadloom.errors import ThreadBusyError
     from threadloom.engine.scheduler import RunLoop
 
     class P(TypedDict, total=False):

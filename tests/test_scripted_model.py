@@ -5,7 +5,7 @@ from __future__ import annotations
 import model_fixtures
 import pytest
 
-from threadloom.engine.errors import ScriptExhaustedError
+from threadloom.errors import ScriptExhaustedError
 from threadloom.messages import AIMessage, HumanMessage
 from threadloom.models import ChatModel, ScriptedChatModel
 

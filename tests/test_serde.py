@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from threadloom.checkpoint.serde import TAG, Codec, UntrustedTypeError, dumps, loads
-from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.errors import SecurityError, SerializationError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "threadloom"
 
@@ -274,7 +274,7 @@ def test_sets_are_written_in_a_stable_order() -> None:
 
 
 def test_engine_types_round_trip() -> None:
-    from threadloom.engine.types import Command, Interrupt, Send
+    from threadloom.types import Command, Interrupt, Send
 
     values = [Send("node", {"x": uuid.uuid4()}), Interrupt("ask?", "id-1"), Command(goto="a")]
     assert loads(dumps(values)) == values

@@ -128,7 +128,7 @@ def test_a_process_that_exits_without_close_leaves_no_wal(tmp_path: Path) -> Non
 def test_close_then_use_is_a_clear_error_and_close_twice_is_fine(tmp_path: Path) -> None:
     import pytest
 
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     cp = SqliteCheckpointer(tmp_path / "c.db")
     cp.close()

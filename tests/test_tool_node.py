@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import pytest
 
 from threadloom.engine.runtime import GraphInterrupt
-from threadloom.engine.types import END, Command, Interrupt
+from threadloom.types import END, Command, Interrupt
 from threadloom.messages import (
     AIMessage,
     HumanMessage,

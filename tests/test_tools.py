@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from threadloom.engine.errors import ToolError
+from threadloom.errors import ToolError
 from threadloom.tools import (
     InjectedConfig,
     InjectedIdempotencyKey,

@@ -11,7 +11,7 @@ from typing import TypedDict
 import pytest
 
 from threadloom import END, START, StateGraph
-from threadloom.engine.workers import MAX_WORKERS, WorkerPool, pool_of, to_worker
+from threadloom.workers import MAX_WORKERS, WorkerPool, pool_of, to_worker
 
 _VAR: contextvars.ContextVar[str] = contextvars.ContextVar("_VAR", default="unset")
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.channels import Ephemeral
 from threadloom.engine.compiled import CompiledGraph
-from threadloom.engine.errors import (
+from threadloom.errors import (
     GraphRecursionError,
     InvalidRouteError,
     InvalidUpdateError,
@@ -22,7 +22,7 @@ from threadloom.engine.errors import (
 from threadloom.engine.graph import StateGraph
 from threadloom.engine.runtime import Runtime, get_config, get_stream_writer, interrupt
 from threadloom.engine.snapshot import StateSnapshot
-from threadloom.engine.types import END, START, Command, Interrupt, RetryPolicy, Send
+from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,

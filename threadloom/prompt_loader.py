@@ -11,7 +11,7 @@ import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.errors import SecurityError
+from threadloom.errors import SecurityError
 from threadloom.prompt_sandbox import PromptTemplateError
 
 if TYPE_CHECKING:

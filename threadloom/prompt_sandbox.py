@@ -38,7 +38,7 @@ from jinja2.nodes import EvalContext
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from threadloom.engine.errors import SecurityError
+from threadloom.errors import SecurityError
 
 BLOCKED_NAMES = frozenset({"self", "cycler", "joiner", "lipsum", "namespace"})
 """Jinja2 globals and special names a template may not use (each leads to Python internals)."""

@@ -27,7 +27,7 @@ from jinja2.ext import Extension
 from jinja2.parser import Parser
 from jinja2.sandbox import SecurityError as JinjaSecurityError
 
-from threadloom.engine.errors import SecurityError
+from threadloom.errors import SecurityError
 from threadloom.prompt_loader import FileTemplateLoader
 from threadloom.prompt_sandbox import (
     MissingVariablesError,

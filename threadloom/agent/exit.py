@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.engine.types import Command
+from threadloom.types import Command
 from threadloom.messages import AIMessage, BaseMessage
 
 TEXT = "text"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.agent.state import State
-from threadloom.engine.errors import ThreadloomError
+from threadloom.errors import ThreadloomError
 
 JUMP_TARGETS = ("model", "tools", "end")
 """Where a node hook may send the run with ``{"jump_to": ...}``."""

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from threadloom.agent.middleware import AgentMiddleware
-from threadloom.engine.errors import ModelHTTPError, ModelTimeoutError
+from threadloom.errors import ModelHTTPError, ModelTimeoutError
 from threadloom.messages import AIMessage, ToolMessage
 
 RetryOn = type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]

@@ -26,7 +26,7 @@ from threadloom.agent.requests import (
 )
 from threadloom.agent.structured import ProviderStrategy, ToolStrategy
 from threadloom.engine.runtime import Runtime, current_task
-from threadloom.engine.types import Command
+from threadloom.types import Command
 from threadloom.messages import AIMessage, BaseMessage
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exi
 from threadloom.agent.hooks import run_hooks
 from threadloom.agent.requests import Prompts, answer_pending, run_options
 from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
-from threadloom.engine.types import Command
+from threadloom.types import Command
 from threadloom.messages import BaseMessage
 
 NODE_NAMES = ("before_run", "model", "tools", "exit_check", "after_run")

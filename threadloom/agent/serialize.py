@@ -38,7 +38,7 @@ from threadloom.agent.serialize_refs import (
     type_to_data,
 )
 from threadloom.agent.state import default_handler
-from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.errors import SecurityError, SerializationError
 from threadloom.messages import AIMessage, message_from_dict, message_to_dict
 from threadloom.redact import mask_url
 

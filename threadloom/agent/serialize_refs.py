@@ -18,7 +18,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from threadloom.engine.errors import SecurityError, SerializationError
+from threadloom.errors import SecurityError, SerializationError
 
 ALWAYS_ALLOWED = ("threadloom",)
 """Module prefixes ``load_path`` always allows."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from threadloom.engine.errors import ThreadloomError
+from threadloom.errors import ThreadloomError
 from threadloom.messages import ToolMessage
 
 STRUCTURED_EXIT = "structured_response"

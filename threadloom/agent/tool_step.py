@@ -33,7 +33,7 @@ from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
 from threadloom.agent.structured import ToolStrategy
 from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
-from threadloom.engine.types import Command
+from threadloom.types import Command
 from threadloom.messages import AIMessage, BaseMessage, ToolMessage
 from threadloom.nodes.tool_node import ToolNode
 

@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypedDict
 
-from threadloom.engine.errors import CheckpointError
-from threadloom.engine.workers import to_worker
+from threadloom.errors import CheckpointError
+from threadloom.workers import to_worker
 
 CHECKPOINT_FORMAT = 1
 

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Protocol
 
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.serde_builtin import TAG
-from threadloom.engine.errors import CheckpointError, SerializationError
+from threadloom.errors import CheckpointError, SerializationError
 
 Ref = str | tuple[Any]
 """Where a checkpoint's channel value is: a blob id, or ``(value,)`` for a small scalar

@@ -25,7 +25,7 @@ from typing import Any
 from threadloom.checkpoint.base import Checkpoint, CheckpointTuple, new_checkpoint_id
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import StoredCheckpointer
-from threadloom.engine.errors import ThreadBusyError
+from threadloom.errors import ThreadBusyError
 
 
 class ConformanceError(AssertionError):

@@ -28,7 +28,7 @@ from threadloom.checkpoint.conformance import (
     values_at,
 )
 from threadloom.checkpoint.serde import Codec
-from threadloom.engine.errors import SerializationError
+from threadloom.errors import SerializationError
 
 
 class Color(enum.Enum):

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
-from threadloom.engine.errors import ThreadBusyError
+from threadloom.errors import ThreadBusyError
 
 LEASE_TOKEN_KEY = "__lease_token"
 

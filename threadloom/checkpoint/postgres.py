@@ -31,7 +31,7 @@ from typing import Any
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlbase import POSTGRES, SCHEMA_VERSION, TABLES, Sql, SqlTx
 from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
-from threadloom.engine.errors import CheckpointError
+from threadloom.errors import CheckpointError
 from threadloom.redact import mask_url, mask_urls
 
 try:

@@ -51,8 +51,8 @@ from threadloom.checkpoint.serde_builtin import (
 )
 from threadloom.checkpoint.serde_messages import message_tree
 from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
-from threadloom.engine.errors import SerializationError, UntrustedTypeError
-from threadloom.engine.types import Command, Interrupt, Send
+from threadloom.errors import SerializationError, UntrustedTypeError
+from threadloom.types import Command, Interrupt, Send
 
 _TAG_BYTES = TAG.encode()
 ENCRYPTED_PREFIX = b"TLENC1:"

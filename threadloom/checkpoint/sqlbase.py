@@ -18,8 +18,8 @@ from typing import Any
 
 from threadloom.checkpoint.blobs import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
-from threadloom.checkpoint.stored import CkRow
-from threadloom.engine.errors import CheckpointError, SerializationError
+from threadloom.checkpoint.tx import CkRow
+from threadloom.errors import CheckpointError, SerializationError
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 SCHEMA_VERSION = 1

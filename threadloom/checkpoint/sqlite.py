@@ -35,7 +35,7 @@ from typing import Any
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlbase import SCHEMA_VERSION, SQLITE, TABLES, Sql, SqlTx
 from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
-from threadloom.engine.errors import CheckpointError
+from threadloom.errors import CheckpointError
 
 
 class SqliteCheckpointer(StoredCheckpointer):

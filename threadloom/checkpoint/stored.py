@@ -21,16 +21,11 @@ one reads as stored, without being compacted), and every writing method raises
 from __future__ import annotations
 
 import builtins
-import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 from threadloom.checkpoint.base import (
-    ERROR,
-    INTERRUPT,
-    RESUME,
-    SCHEDULED,
     BaseCheckpointer,
     Checkpoint,
     CheckpointTuple,
@@ -38,7 +33,7 @@ from threadloom.checkpoint.base import (
     make_config,
     thread_config,
 )
-from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, Ref, reachable_blobs
+from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, Ref
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
 from threadloom.checkpoint.records import (
     decode_metadata,
@@ -46,60 +41,14 @@ from threadloom.checkpoint.records import (
     encode_metadata,
     encode_record,
 )
+from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
-from threadloom.engine.errors import CheckpointError, SerializationError
+from threadloom.checkpoint.tx import WRITES_IDX, CkRow, Tx, check_schema
+from threadloom.errors import CheckpointError, SerializationError
 
-# Special write channels keep one slot per task (negative idx) and are overwritten.
-WRITES_IDX = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
-
-
-class CkRow(NamedTuple):
-    """A stored checkpoint row."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    parent_id: str | None
-    record: bytes
-    metadata: bytes
-
+__all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
 _new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
-
-
-class Tx(Protocol):
-    """Storage primitives, all inside one backend transaction."""
-
-    def checkpoint_row(self, thread_id: str, ns: str, cid: str | None) -> CkRow | None: ...
-    def checkpoint_rows(
-        self, thread_id: str | None, ns: str | None, before: str | None, limit: int | None
-    ) -> list[CkRow]: ...
-    def count_checkpoints(self, thread_id: str, ns: str) -> int: ...
-    def insert_checkpoint(self, row: CkRow) -> None: ...
-    def delete_checkpoints(self, thread_id: str, ns: str, cids: list[str]) -> None: ...
-    def namespaces(self, thread_id: str) -> list[str]: ...
-    def thread_ids(self) -> list[str]: ...
-    def delete_thread(self, thread_id: str) -> None: ...
-    def blob_exists(self, thread_id: str, ns: str, channel: str, bid: str) -> bool: ...
-    def fetch_blobs(
-        self, thread_id: str, ns: str, keys: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], BlobRow]: ...
-    def fetch_chain(
-        self, thread_id: str, ns: str, channel: str, snap: str
-    ) -> dict[str, BlobRow]: ...
-    def insert_blobs(self, thread_id: str, ns: str, blobs: list[NewBlob]) -> None: ...
-    def blob_index(self, thread_id: str, ns: str) -> dict[tuple[str, str], str | None]: ...
-    def delete_blobs(self, thread_id: str, ns: str, keys: list[tuple[str, str]]) -> None: ...
-    def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]: ...
-    def insert_writes(
-        self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
-    ) -> None: ...
-    def get_thread(self, thread_id: str) -> tuple[float | None, float | None] | None: ...
-    def put_thread(self, thread_id: str, ttl: float | None, expires_at: float | None) -> None: ...
-    def expired_threads(self, now: float) -> list[str]: ...
-    def get_lease(self, thread_id: str) -> Lease | None: ...
-    def put_lease(self, thread_id: str, lease: Lease) -> None: ...
-
 
 class _Reader:
     def __init__(self, tx: Tx, thread_id: str, ns: str) -> None:
@@ -112,7 +61,7 @@ class _Reader:
         return self.tx.fetch_chain(self.thread_id, self.ns, channel, snap)
 
 
-class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
+class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
     """The checkpointer algorithm; backends subclass it and provide ``_tx``.
 
     Args:
@@ -398,151 +347,6 @@ class StoredCheckpointer(LeaseMixin, BaseCheckpointer):
         """Every thread id with at least one checkpoint, sorted."""
         with self._tx(False) as tx:
             return tx.thread_ids()
-
-    # -- retention ------------------------------------------------------------------------
-
-    def prune(self, thread_id: str, *, keep_last: int) -> int:
-        """Keep the ``keep_last`` newest checkpoints of each namespace of a thread.
-
-        Also kept: any older leaf checkpoint with a pending ``__interrupt__`` write (a
-        paused fork), and every blob a kept checkpoint needs, delta bases included, so
-        the state loaded after pruning equals the state before it.
-
-        Raises:
-            ValueError: ``keep_last`` < 1 (the latest checkpoint is always needed).
-        """
-        if keep_last < 1:
-            raise ValueError(f"keep_last must be >= 1, got {keep_last!r}")
-        deleted = 0
-        with self._tx(True) as tx:
-            for ns in tx.namespaces(thread_id):
-                deleted += self._prune_ns(tx, thread_id, ns, keep_last)
-        return deleted
-
-    def _prune_ns(self, tx: Tx, thread_id: str, ns: str, keep_last: int) -> int:
-        rows = tx.checkpoint_rows(thread_id, ns, None, None)
-        if len(rows) <= keep_last:
-            return 0
-        keep = rows[:keep_last]
-        parents = {r.parent_id for r in rows}
-        drop: list[str] = []
-        for r in rows[keep_last:]:
-            paused = r.checkpoint_id not in parents and any(
-                ch == INTERRUPT for _, ch, _ in tx.writes(thread_id, ns, r.checkpoint_id)
-            )
-            if paused:
-                keep.append(r)
-            else:
-                drop.append(r.checkpoint_id)
-        tx.delete_checkpoints(thread_id, ns, drop)
-        index = tx.blob_index(thread_id, ns)
-        needed = reachable_blobs([self._decode_record(r)[1] for r in keep], index)
-        tx.delete_blobs(thread_id, ns, [k for k in index if k not in needed])
-        return len(drop)
-
-    def set_ttl(self, thread_id: str, seconds: float | None) -> None:
-        """Give one thread its own time-to-live (None: never expires), from now."""
-        now = time.time()
-        with self._tx(True) as tx:
-            tx.put_thread(thread_id, seconds, now + seconds if seconds is not None else None)
-
-    def sweep(self) -> int:
-        """Delete every expired thread now. Returns how many were deleted.
-
-        A thread paused by ``interrupt()`` (its latest checkpoint, in any namespace, has a
-        pending interrupt) is not deleted: it is pruned to what resuming needs
-        (``prune(keep_last=1)``) and its expiry is suspended until its next write, so a
-        human can still answer it. Remove it with ``delete_thread``.
-        """
-        with self._tx(False) as tx:
-            expired = tx.expired_threads(time.time())
-        return sum(1 for thread_id in expired if self._expire(thread_id))
-
-    def _expire(self, thread_id: str) -> bool:
-        """Delete an expired thread (True), or compact it when it is paused (False)."""
-        with self._tx(True) as tx:
-            if not self._due(tx, thread_id):
-                return False
-            if not self._paused(tx, thread_id):
-                tx.delete_thread(thread_id)
-                deleted = True
-            else:
-                for ns in tx.namespaces(thread_id):
-                    self._prune_ns(tx, thread_id, ns, 1)
-                info = tx.get_thread(thread_id)
-                tx.put_thread(thread_id, info[0] if info else None, None)
-                deleted = False
-        if deleted:
-            self.blobs.forget_thread(thread_id)
-            self._parents.drop_thread(thread_id)
-        return deleted
-
-    @staticmethod
-    def _paused(tx: Tx, thread_id: str) -> bool:
-        for ns in tx.namespaces(thread_id):
-            latest = tx.checkpoint_row(thread_id, ns, None)
-            if latest is not None and any(
-                ch == INTERRUPT for _, ch, _ in tx.writes(thread_id, ns, latest.checkpoint_id)
-            ):
-                return True
-        return False
-
-    def _touch(self, tx: Tx, thread_id: str) -> None:
-        info = tx.get_thread(thread_id)
-        own_ttl = info[0] if info else None
-        ttl = own_ttl if own_ttl is not None else self.ttl_seconds
-        if info is None and ttl is None:
-            return
-        tx.put_thread(thread_id, own_ttl, time.time() + ttl if ttl is not None else None)
-
-    def _expire_if_due(self, thread_id: str) -> bool:
-        """Expire the thread if it is due; True when it is (or, read-only, reads as) gone."""
-        with self._tx(False) as tx:
-            if self._readable(tx, thread_id):
-                return False
-        return self.read_only or self._expire(thread_id)
-
-    def _readable(self, tx: Tx, thread_id: str) -> bool:
-        """Whether the thread reads as stored: it is not expired or, read-only (nothing is
-        deleted or compacted then), expired but paused (a sweep would keep it)."""
-        return not self._due(tx, thread_id) or (self.read_only and self._paused(tx, thread_id))
-
-    @staticmethod
-    def _due(tx: Tx, thread_id: str) -> bool:
-        info = tx.get_thread(thread_id)
-        return info is not None and info[1] is not None and info[1] <= time.time()
-
-
-def check_schema(where: str, tables: Sequence[str], present: Collection[str],
-                 version: Callable[[], int], supported: int, absent: str) -> None:
-    """Refuse, for a store opened read-only, anything but threadloom's complete tables at
-    the ``supported`` schema version (a store opened for writing creates or migrates them).
-
-    Args:
-        where: the store, as the errors name it (``"'app.db'"``, a masked conninfo).
-        tables: every table threadloom keeps; ``present``: those the store has.
-        version: reads the tables' schema version (called only when all are present).
-        absent: what a store without any of the tables is, e.g. ``"a SQLite database
-            without threadloom's tables"``.
-
-    Raises:
-        CheckpointError: ``"<where> holds no threadloom checkpoints (<absent>)"``, or
-            names the missing tables, or the other schema version and what to do.
-    """
-    missing = [t for t in tables if t not in present]
-    if len(missing) == len(tables):
-        raise CheckpointError(f"{where} holds no threadloom checkpoints ({absent})")
-    if missing:
-        raise CheckpointError(f"{where} lacks threadloom tables {missing}: not a complete "
-                              "threadloom checkpoint database")
-    found = version()
-    if found != supported:
-        raise CheckpointError(
-            f"{where} has checkpoint tables of schema version {found}, "
-            + (f"newer than this threadloom ({supported}); upgrade threadloom"
-               if found > supported else f"older than this threadloom's ({supported}); "
-               "open it once for writing (e.g. threadloom run) to upgrade it"))
-
 
 def _bad_shape(what: str) -> SerializationError:
     """The error for a stored ``what`` that decodes, but not to what threadloom writes

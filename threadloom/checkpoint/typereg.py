@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threadloom.engine.errors import SerializationError
+from threadloom.errors import SerializationError
 
 
 def qualified_name(cls: type) -> str:

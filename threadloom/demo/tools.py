@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from threadloom.demo.calc import CalculatorError, safe_eval
 from threadloom.demo.data import DemoData, OrderNotFoundError, OrderStateError
-from threadloom.engine.errors import ToolError
+from threadloom.errors import ToolError
 from threadloom.tools import Tool, tool
 
 __all__ = ["APPROVAL_TOOLS", "make_tools"]

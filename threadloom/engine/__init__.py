@@ -5,7 +5,7 @@ from threadloom.engine.compiled import CompiledGraph
 from threadloom.engine.graph import StateGraph
 from threadloom.engine.runtime import Runtime, get_config, get_stream_writer, interrupt
 from threadloom.engine.snapshot import StateSnapshot
-from threadloom.engine.types import END, START, Command, Interrupt, RetryPolicy, Send
+from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send
 
 __all__ = [
     "END",

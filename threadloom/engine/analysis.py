@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from threadloom.engine.errors import GraphValidationError
-from threadloom.engine.types import END, START
+from threadloom.errors import GraphValidationError
+from threadloom.types import END, START
 
 if TYPE_CHECKING:
     from threadloom.engine.graph import StateGraph

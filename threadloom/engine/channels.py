@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from threadloom.engine.errors import InvalidUpdateError
+from threadloom.errors import InvalidUpdateError
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING", "__slots__": ()})()
 

@@ -27,7 +27,7 @@ from threadloom.engine.sync import (
     iterate_on_thread,
     run_sync,
 )
-from threadloom.engine.types import END, START, Durability
+from threadloom.types import END, START, Durability
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 
 from threadloom.engine.analysis import graph_edges, to_networkx
-from threadloom.engine.types import END, START
+from threadloom.types import END, START
 
 __all__ = ["DrawableGraph"]
 

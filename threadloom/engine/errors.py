@@ -1,241 +1,58 @@
-"""Every public exception threadloom raises.
+"""The engine's exceptions under their earlier import path.
 
-The tree, as httpx draws its own::
-
-    ThreadloomError
-    ├── GraphBuildError            raised by the builder and compile(): the graph is wrong
-    │   └── GraphValidationError   unknown/unreachable nodes, dead ends, bad names
-    ├── GraphRunError              raised while a graph runs
-    │   ├── InvalidUpdateError     a node wrote something the state cannot take
-    │   ├── GraphRecursionError    recursion_limit super-steps passed without finishing
-    │   ├── InvalidRouteError      an edge or Command routed to a node that does not exist
-    │   ├── EmptyInputError        no input and nothing to resume
-    │   └── NodeTimeoutError       reserved for per-node deadlines
-    ├── CheckpointError            persistence
-    │   ├── SerializationError     a value the closed codec cannot write or must refuse to read
-    │   │   └── UntrustedTypeError stored data named a type outside the allow-list (also a
-    │   │                          SecurityError)
-    │   ├── ThreadBusyError        another run holds the thread
-    │   └── CheckpointNotFoundError
-    ├── SecurityError              a template or stored blob tried to reach Python internals
-    ├── ToolError                  a tool call that cannot run (unknown tool, bad arguments)
-    └── ModelError                 a chat model failed
-        ├── ModelHTTPError         the provider answered with an HTTP error (status_code, code)
-        │   ├── RateLimitError     429
-        │   └── ContentFilterError the provider's content filter refused the prompt
-        ├── ModelTimeoutError      the request timed out
-        └── ScriptExhaustedError   a ScriptedChatModel ran past the end of its script
-
-Exceptions carry structured fields (``node``, ``step``, ``field``...) so callers need not
-parse messages. Errors raised by user code inside a node are re-raised unchanged, with a
-note (PEP 678) naming the node and the super-step.
+Every exception lives in ``threadloom.errors`` (the bottom of the package); this module
+re-exports them so code that imports ``threadloom.engine.errors`` keeps working. Inside
+threadloom nothing imports from here (``tests/test_layout.py`` checks it).
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-
-class ThreadloomError(Exception):
-    """Base class of every threadloom exception."""
-
-
-class GraphBuildError(ThreadloomError):
-    """The graph definition is wrong; raised by the builder or by ``compile()``."""
-
-
-class GraphValidationError(GraphBuildError):
-    """``compile()`` found a structural fault.
-
-    Attributes:
-        node: the node at fault, when there is one.
-    """
-
-    def __init__(self, message: str, *, node: str | None = None) -> None:
-        super().__init__(message)
-        self.node = node
-
-
-class GraphRunError(ThreadloomError):
-    """A fault found while a graph runs."""
-
-
-class InvalidUpdateError(GraphRunError):
-    """A node's update cannot be applied to the state.
-
-    Attributes:
-        field: the state key at fault (None when the whole update is wrong).
-        nodes: the node(s) whose writes clashed or were invalid.
-        step: the super-step, when known.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        field: str | None = None,
-        nodes: tuple[str, ...] = (),
-        step: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.field = field
-        self.nodes = nodes
-        self.step = step
-
-
-class GraphRecursionError(GraphRunError):
-    """The run passed ``recursion_limit`` super-steps without reaching ``END``.
-
-    As LangGraph's error of the same name; the limit counts steps of one invocation,
-    not of the whole thread.
-
-    Attributes:
-        limit: the recursion limit in force.
-        step: the super-step at which the run was stopped.
-        nodes: the nodes that would have run next.
-    """
-
-    def __init__(self, message: str, *, limit: int, step: int, nodes: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.limit = limit
-        self.step = step
-        self.nodes = nodes
-
-
-class InvalidRouteError(GraphRunError):
-    """A conditional edge or ``Command.goto`` named a node the graph does not have, or
-    a thread's saved checkpoint names a next node this graph lacks (the thread was made by
-    another graph).
-
-    Attributes:
-        node: the node whose edge or command routed (``"__checkpoint__"`` for a saved
-            checkpoint's next nodes).
-        target: the name it routed to.
-        step: the super-step.
-    """
-
-    def __init__(self, message: str, *, node: str, target: object, step: int) -> None:
-        super().__init__(message)
-        self.node = node
-        self.target = target
-        self.step = step
-
-
-class EmptyInputError(GraphRunError):
-    """``invoke(None)`` on a thread with nothing to resume."""
-
-
-class NodeTimeoutError(GraphRunError):
-    """A node ran past its deadline."""
-
-
-class CheckpointError(ThreadloomError):
-    """A checkpointer could not store or load a checkpoint."""
-
-
-class SerializationError(CheckpointError):
-    """The closed codec refused a value.
-
-    Attributes:
-        path: where in the stored value the fault is (e.g. ``"channel_values.items[2]"``).
-        type_name: the offending type's qualified name.
-    """
-
-    def __init__(self, message: str, *, path: str = "", type_name: str = "") -> None:
-        super().__init__(message)
-        self.path = path
-        self.type_name = type_name
-
-
-class ThreadBusyError(CheckpointError):
-    """Another run holds the thread's lease.
-
-    Attributes:
-        thread_id: the busy thread.
-    """
-
-    def __init__(self, message: str, *, thread_id: str) -> None:
-        super().__init__(message)
-        self.thread_id = thread_id
-
-
-class CheckpointNotFoundError(CheckpointError):
-    """A ``checkpoint_id`` or ``thread_id`` named by the config does not exist."""
-
-
-class SecurityError(ThreadloomError):
-    """Input tried to reach what it must not (Python internals, files, unknown classes)."""
-
-
-class ToolError(ThreadloomError):
-    """A tool call could not run.
-
-    Attributes:
-        tool_name: the tool the model asked for.
-        tool_call_id: the call's id.
-    """
-
-    def __init__(
-        self, message: str, *, tool_name: str = "", tool_call_id: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.tool_name = tool_name
-        self.tool_call_id = tool_call_id
-
-
-class UntrustedTypeError(SerializationError, SecurityError):
-    """Stored data named a type outside the codec's allow-list; nothing was built or run."""
-
-
-class ModelError(ThreadloomError):
-    """A chat model call failed."""
-
-
-class ModelHTTPError(ModelError):
-    """The provider answered with an HTTP error.
-
-    Attributes:
-        status_code: the HTTP status (e.g. 400, 401, 404, 429, 500).
-        code: the provider's error code (``error.code``), when given.
-        body: the decoded error body, when given.
-        retryable: whether re-sending (or re-prompting) may succeed.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status_code: int,
-        code: str | None = None,
-        body: Any = None,
-        retryable: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.code = code
-        self.body = body
-        self.retryable = retryable
-
-
-class RateLimitError(ModelHTTPError):
-    """HTTP 429 from the provider."""
-
-
-class ContentFilterError(ModelHTTPError):
-    """The provider's content filter refused the request (e.g. Azure ``content_filter``)."""
-
-
-class ModelTimeoutError(ModelError):
-    """The request to the model timed out."""
-
-
-class ScriptExhaustedError(ModelError):
-    """A ``ScriptedChatModel`` was called more times than its script has entries."""
-
-
-def add_node_note(exc: BaseException, node: str, step: int) -> BaseException:
-    """Attach a note naming ``node`` and ``step`` to an exception raised by user code."""
-    note = f"while running node {node!r} at super-step {step}"
-    if note not in getattr(exc, "__notes__", ()):
-        exc.add_note(note)
-    return exc
+from threadloom.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ContentFilterError,
+    EmptyInputError,
+    GraphBuildError,
+    GraphRecursionError,
+    GraphRunError,
+    GraphValidationError,
+    InvalidRouteError,
+    InvalidUpdateError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    NodeTimeoutError,
+    RateLimitError,
+    ScriptExhaustedError,
+    SecurityError,
+    SerializationError,
+    ThreadBusyError,
+    ThreadloomError,
+    ToolError,
+    UntrustedTypeError,
+    add_node_note,
+)
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "ContentFilterError",
+    "EmptyInputError",
+    "GraphBuildError",
+    "GraphRecursionError",
+    "GraphRunError",
+    "GraphValidationError",
+    "InvalidRouteError",
+    "InvalidUpdateError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelTimeoutError",
+    "NodeTimeoutError",
+    "RateLimitError",
+    "ScriptExhaustedError",
+    "SecurityError",
+    "SerializationError",
+    "ThreadBusyError",
+    "ThreadloomError",
+    "ToolError",
+    "UntrustedTypeError",
+    "add_node_note",
+]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.errors import GraphBuildError
+from threadloom.errors import GraphBuildError
 from threadloom.engine.schema import (
     ChannelSpec,
     channel_specs,
@@ -23,7 +23,7 @@ from threadloom.engine.schema import (
     schema_keys,
     state_builder,
 )
-from threadloom.engine.types import END, RESERVED_NAMES, START, Durability, RetryPolicy
+from threadloom.types import END, RESERVED_NAMES, START, Durability, RetryPolicy
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

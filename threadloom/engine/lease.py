@@ -18,8 +18,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.errors import ThreadBusyError
-from threadloom.engine.workers import to_worker
+from threadloom.errors import ThreadBusyError
+from threadloom.workers import to_worker
 
 if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop

@@ -21,7 +21,7 @@ from threadloom.checkpoint.base import (
     make_config,
     new_checkpoint_id_ts,
 )
-from threadloom.engine.errors import GraphRunError
+from threadloom.errors import GraphRunError
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
@@ -29,7 +29,7 @@ from threadloom.engine.tasks import Task, task_id
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.channels import Channel
-    from threadloom.engine.types import Durability, Interrupt
+    from threadloom.types import Durability, Interrupt
 
 
 class Persistence:

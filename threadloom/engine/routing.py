@@ -14,9 +14,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
-from threadloom.engine.errors import InvalidRouteError
+from threadloom.errors import InvalidRouteError
 from threadloom.engine.tasks import TaskResult
-from threadloom.engine.types import END, Command, Send
+from threadloom.types import END, Command, Send
 
 if TYPE_CHECKING:
     from threadloom.engine.graph import Branch

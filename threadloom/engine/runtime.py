@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadloom.engine.types import Interrupt
+from threadloom.types import Interrupt
 
 Emit = Callable[[str, Any], None]
 

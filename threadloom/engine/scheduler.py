@@ -21,7 +21,7 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
 )
 from threadloom.engine.channels import MISSING, Channel
-from threadloom.engine.errors import (
+from threadloom.errors import (
     EmptyInputError,
     GraphRecursionError,
     GraphRunError,
@@ -31,7 +31,7 @@ from threadloom.engine.persistence import Persistence
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
-from threadloom.engine.types import START, Command, Durability, Interrupt
+from threadloom.types import START, Command, Durability, Interrupt
 from threadloom.engine.writes import ParentCommand, writes_of
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class RunLoop(Persistence):
         if self.cp is not None:
             self.saved = await self._cp_call("get_tuple", self.config)
             if self.saved is None and self._config_id():
-                from threadloom.engine.errors import CheckpointNotFoundError
+                from threadloom.errors import CheckpointNotFoundError
 
                 raise CheckpointNotFoundError(
                     f"checkpoint {self._config_id()!r} not found in thread "

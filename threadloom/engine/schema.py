@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import typing_extensions
 
 from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
-from threadloom.engine.errors import GraphBuildError, InvalidUpdateError
+from threadloom.errors import GraphBuildError, InvalidUpdateError
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
 _EMPTY_CONSTRUCTIBLE = (list, dict, set, tuple, int, float, str, frozenset)

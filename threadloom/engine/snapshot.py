@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from threadloom.checkpoint.base import ERROR, INTERRUPT, CheckpointTuple
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
-from threadloom.engine.types import Interrupt
+from threadloom.types import Interrupt
 from threadloom.engine.writes import writes_of
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
         if isinstance(item, str):
             planned.tasks.append(item)
         elif isinstance(item, Mapping):
-            from threadloom.engine.types import Send
+            from threadloom.types import Send
 
             planned.sends.append(Send(item.get("node", ""), item.get("arg")))
     names = planned.node_names()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.engine.channels import Reduced
 from threadloom.engine.runtime import GraphInterrupt, TaskContext
 from threadloom.engine.schema import update_from_object
-from threadloom.engine.types import Command
+from threadloom.types import Command
 
 if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop

@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.errors import add_node_note
+from threadloom.errors import add_node_note
 from threadloom.engine.runtime import _TASK, GraphInterrupt, Runtime, TaskContext, _noop
-from threadloom.engine.types import START, Send
-from threadloom.engine.workers import to_worker
+from threadloom.types import START, Send
+from threadloom.workers import to_worker
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 
 if TYPE_CHECKING:

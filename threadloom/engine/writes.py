@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from threadloom.engine.errors import InvalidUpdateError
+from threadloom.errors import InvalidUpdateError
 from threadloom.engine.schema import update_from_object
-from threadloom.engine.types import Command, Send
+from threadloom.types import Command, Send
 
 if TYPE_CHECKING:
     from threadloom.engine.compiled import CompiledGraph

@@ -20,7 +20,7 @@ import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from threadloom.engine.workers import to_worker
+from threadloom.workers import to_worker
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,
@@ -347,7 +347,7 @@ class BaseChatModel:
         ``streaming = True`` the reply is always streamed (and assembled).
 
         Raises:
-            threadloom.engine.errors.ModelError: and its subclasses, for provider errors.
+            threadloom.errors.ModelError: and its subclasses, for provider errors.
         """
         msgs, wire_tools, opts = self._prepare(messages, tools, tool_choice,
                                                response_format, kwargs)

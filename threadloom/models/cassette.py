@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,

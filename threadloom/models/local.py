@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 from threadloom.messages import AIMessage, AIMessageChunk
 
 # The file store's names are re-exported (``x as x`` where unused) so older imports work.

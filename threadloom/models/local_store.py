@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import openai
 from pydantic import SecretStr
 
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage, to_openai_messages
 from threadloom.redact import mask_url
 

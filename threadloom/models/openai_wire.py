@@ -7,7 +7,7 @@ Studio, llama.cpp, DeepSeek, Gemini and Groq (``tests/fixtures/providers``):
 - :class:`StreamConverter`: ``chat.completion.chunk`` objects -> ``AIMessageChunk`` s whose
   tool-call chunks carry a *normalised* index, so plain merging by index is right even
   when servers omit ``index`` (case H19) or reuse index 0 for every call (case H20);
-- :func:`map_error`: ``openai`` exceptions -> ``threadloom.engine.errors``.
+- :func:`map_error`: ``openai`` exceptions -> ``threadloom.errors``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import openai
 
-from threadloom.engine.errors import (
+from threadloom.errors import (
     ContentFilterError,
     ModelError,
     ModelHTTPError,

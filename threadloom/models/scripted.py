@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from threadloom.engine.errors import ScriptExhaustedError
+from threadloom.errors import ScriptExhaustedError
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,

@@ -15,9 +15,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from threadloom.engine.errors import ToolError
+from threadloom.errors import ToolError
 from threadloom.engine.runtime import GraphInterrupt, current_task
-from threadloom.engine.types import END, Command
+from threadloom.types import END, Command
 from threadloom.messages import (
     AIMessage,
     BaseMessage,

@@ -17,8 +17,8 @@ from typing import Any, overload
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from threadloom.engine.errors import ToolError
-from threadloom.engine.workers import to_worker
+from threadloom.errors import ToolError
+from threadloom.workers import to_worker
 from threadloom.tools.markers import _injected_value, _pack
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 
@@ -247,7 +247,7 @@ class Tool:
     ) -> Any:
         """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``).
 
-        A sync ``func`` runs in a worker thread (``threadloom.engine.workers.to_worker``,
+        A sync ``func`` runs in a worker thread (``threadloom.workers.to_worker``,
         with the contract of ``asyncio.to_thread``, as LangChain's tools run), so it cannot
         block the event loop; with ``inline=True`` it is called on
         the calling thread instead. Pass that only when blocking the loop costs nothing:

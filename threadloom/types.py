@@ -1,0 +1,140 @@
+"""Value types shared by the engine and the checkpoint codec: markers, routing packets,
+retry settings.
+
+Small and import-free on purpose (as Starlette's ``types.py``): definition time, run time
+and the codec all use these, and nothing here runs a graph or imports threadloom.
+"""
+
+from __future__ import annotations
+
+import random
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+START = "__start__"
+"""The virtual node a run enters from."""
+
+END = "__end__"
+"""The virtual node a branch goes to when it is finished."""
+
+RESERVED_NAMES = frozenset({START, END, "__interrupt__", "__root__", "__pregel_tasks"})
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A packet routing ``arg`` to ``node`` as that task's whole input (map-reduce fan-out).
+
+    As LangGraph's ``Send``: a conditional edge may return a list of these; each becomes one
+    task in the next super-step, whose node receives ``arg`` instead of the state.
+
+    Args:
+        node: the target node's name.
+        arg: the input the task receives (any value the codec can store).
+    """
+
+    node: str
+    arg: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """What a node may return to update the state and route in one go, or resume a run.
+
+    As LangGraph's ``Command``.
+
+    Args:
+        update: a partial state update (dict), applied like a node's returned dict.
+        goto: node name(s) or ``Send`` packets to run next, in addition to static edges.
+        resume: the value ``interrupt()`` returns when a paused run is resumed; either one
+            value, or a dict ``{interrupt_id: value}`` to answer several interrupts.
+        graph: ``Command.PARENT`` to route in the parent graph from inside a subgraph.
+    """
+
+    update: Any = None
+    goto: str | Send | Sequence[str | Send] = ()
+    resume: Any = None
+    graph: str | None = None
+
+    PARENT = "__parent__"
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        # ``-> Command[Literal["a", "b"]]`` declares where a node may route.
+        return types.GenericAlias(cls, item if isinstance(item, tuple) else (item,))
+
+    def goto_list(self) -> list[str | Send]:
+        """Return ``goto`` as a list."""
+        if isinstance(self.goto, str | Send):
+            return [self.goto]
+        return list(self.goto)
+
+
+class Interrupt(NamedTuple):
+    """A pause requested by ``interrupt(value)`` inside a node.
+
+    Attributes:
+        value: what the node asked the human (any codec-storable value).
+        id: a stable id for this interrupt, used to resume it by id.
+    """
+
+    value: Any
+    id: str
+
+
+def _default_retry_on(exc: BaseException) -> bool:
+    # Programming errors are not worth retrying; everything else is (as LangGraph's default).
+    return not isinstance(
+        exc,
+        ValueError
+        | TypeError
+        | ArithmeticError
+        | ImportError
+        | LookupError
+        | NameError
+        | SyntaxError
+        | RuntimeError
+        | ReferenceError
+        | StopIteration
+        | StopAsyncIteration
+        | OSError,
+    ) or isinstance(exc, ConnectionError | TimeoutError)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failing node is retried, as LangGraph's ``RetryPolicy``.
+
+    Args:
+        max_attempts: attempts in all, the first included (>= 1).
+        initial_interval: seconds to wait before the first retry.
+        backoff_factor: multiplier of the interval after each retry.
+        max_interval: cap on the interval, in seconds.
+        jitter: add up to 100% random jitter to each interval.
+        retry_on: an exception class, a tuple of them, or a predicate ``exc -> bool``.
+    """
+
+    max_attempts: int = 3
+    initial_interval: float = 0.5
+    backoff_factor: float = 2.0
+    max_interval: float = 128.0
+    jitter: bool = True
+    retry_on: (
+        type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+    ) = field(default=_default_retry_on)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is one this policy retries."""
+        rule = self.retry_on
+        if isinstance(rule, type | tuple):
+            return isinstance(exc, rule)
+        return bool(rule(exc))
+
+    def interval(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        return base + (random.random() * base if self.jitter else 0.0)  # noqa: S311
+
+
+StreamMode = Literal["values", "updates", "messages", "custom", "debug", "checkpoints", "tasks"]
+Durability = Literal["sync", "async", "exit"]
