@@ -126,7 +126,7 @@ def test_one_long_thread_deflates_in_batches() -> None:
 
 
 def test_blob_rows_round_trip_as_bytes() -> None:
-    from threadloom.checkpoint.blobs import BlobRow
+    from threadloom.checkpoint.blob_rows import BlobRow
     from threadloom.checkpoint.memory_rows import blob_row as _row
     from threadloom.checkpoint.memory_rows import pack as _pack
     from threadloom.checkpoint.memory_rows import row_bytes as _row_bytes

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from threadloom.checkpoint.serde import TAG, Codec, UntrustedTypeError, dumps, loads
-from threadloom.errors import SecurityError, SerializationError
+from threadloom.checkpoint.serde import TAG, Codec, dumps, loads
+from threadloom.errors import SecurityError, SerializationError, UntrustedTypeError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "threadloom"
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel
 
-from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
 from threadloom.checkpoint.conformance import (
     Backend,
     ConformanceError,

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
 from threadloom.checkpoint.memory_rows import (
     BATCH,

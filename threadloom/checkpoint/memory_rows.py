@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from threadloom.checkpoint.blobs import BlobRow
+from threadloom.checkpoint.blob_rows import BlobRow
 
 __all__ = [
     "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row", "pack",

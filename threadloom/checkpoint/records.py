@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from threadloom.checkpoint.base import Checkpoint, checkpoint_ts
-from threadloom.checkpoint.blobs import Ref
+from threadloom.checkpoint.blob_rows import Ref
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.serde_builtin import TAG
 

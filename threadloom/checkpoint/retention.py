@@ -10,12 +10,13 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from threadloom.checkpoint.base import INTERRUPT
-from threadloom.checkpoint.blobs import reachable_blobs
+from threadloom.checkpoint.blob_rows import reachable_blobs
 from threadloom.checkpoint.tx import CkRow, Tx
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import Checkpoint
-    from threadloom.checkpoint.blobs import LRU, BlobLayer, Ref
+    from threadloom.checkpoint.blob_rows import LRU, Ref
+    from threadloom.checkpoint.blobs import BlobLayer
 
 
 class Retention:

@@ -43,19 +43,16 @@ from pydantic import BaseModel
 from pydantic_core import to_json as _FAST_DUMPS
 
 from threadloom.checkpoint.serde_builtin import (
-    ENVELOPE_REVIVERS,
     SIMPLE_ENCODERS,
-    SIMPLE_REVIVERS,
     TAG,
     escape_surrogates,
 )
 from threadloom.checkpoint.serde_messages import message_tree
+from threadloom.checkpoint.serde_read import ENCRYPTED_PREFIX, CodecReader
 from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
-from threadloom.errors import SerializationError, UntrustedTypeError
+from threadloom.errors import SerializationError
 from threadloom.types import Command, Interrupt, Send
 
-_TAG_BYTES = TAG.encode()
-ENCRYPTED_PREFIX = b"TLENC1:"
 _JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
@@ -85,7 +82,7 @@ def _key_segment(key: Any) -> str:
     return f"[{key!r}]"
 
 
-class Codec:
+class Codec(CodecReader):
     """A closed JSON codec with an explicit allow-list of user types.
 
     Args:
@@ -311,98 +308,9 @@ class Codec:
             return sorted(items)
         except TypeError:
             return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
-
-    # -- reading --------------------------------------------------------------------------
-
-    def loads(self, data: bytes | bytearray | memoryview | str) -> Any:
-        """Decode bytes written by ``dumps``.
-
-        Raises:
-            UntrustedTypeError: the data names a class that is not registered, or an
-                unknown tag; nothing is imported or constructed.
-            SerializationError: the bytes are not valid codec output, encryption
-                settings do not match the blob, or ``data`` is not bytes-like or str
-                (say a number or None read from a database column meant for a blob).
-        """
-        if type(data) is bytes:
-            raw = data
-        elif isinstance(data, str):
-            raw = data.encode("utf-8", "surrogatepass")
-        elif isinstance(data, bytes | bytearray | memoryview):
-            raw = bytes(data)
-        else:
-            name = type(data).__name__
-            raise SerializationError(
-                f"stored blob is of type {name!r}, not bytes", type_name=name
-            )
-        if self.decrypt is not None:
-            if not raw.startswith(ENCRYPTED_PREFIX):
-                raise SerializationError(
-                    "refusing a plaintext blob: this codec is in encrypted mode"
-                )
-            try:
-                raw = self.decrypt(raw[len(ENCRYPTED_PREFIX) :])
-            except Exception as exc:
-                raise SerializationError(f"could not decrypt blob: {exc}") from exc
-        elif raw.startswith(ENCRYPTED_PREFIX):
-            raise SerializationError("blob is encrypted; construct the Codec with decrypt=")
-        try:
-            if _TAG_BYTES in raw:
-                return json.loads(raw, object_hook=self._revive)
-            return json.loads(raw)
-        except (SerializationError, RecursionError):
-            raise
-        except ValueError as exc:
-            raise SerializationError(f"stored blob is not valid codec JSON: {exc}") from exc
-
-    def _revive(self, d: dict[str, Any]) -> Any:
-        tag = d.get(TAG)
-        if tag is None:
-            return d
-        try:
-            if type(tag) is str:
-                fn = SIMPLE_REVIVERS.get(tag)
-                if fn is not None:
-                    return fn(d["v"])
-                env = ENVELOPE_REVIVERS.get(tag)
-                if env is not None:
-                    return env(d)
-                if tag == "msg":
-                    from threadloom.messages import message_from_dict
-
-                    return message_from_dict(d["v"])
-                if tag in ("enum", "model", "dc", "nt"):
-                    return self._revive_registered(tag, d)
-        except SerializationError:
-            raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SerializationError(f"bad {tag!r} envelope in stored data: {exc}") from exc
-        raise UntrustedTypeError(f"unknown type tag {tag!r} in stored data", type_name=str(tag))
-
-    def _revive_registered(self, tag: str, d: dict[str, Any]) -> Any:
-        name = d.get("c")
-        cls = self.registry.lookup(name) if type(name) is str else None
-        if cls is None:
-            raise UntrustedTypeError(
-                f"stored data names type {name!r}, which is not registered with the codec; "
-                "refusing to load it (register it with Codec.register if it is yours)",
-                type_name=str(name),
-            )
-        value = d["v"]
-        if tag == "enum" and issubclass(cls, enum.Enum):
-            return cls(value)
-        if tag == "model" and issubclass(cls, BaseModel) and type(value) is dict:
-            return _validate_model(cls, value)
-        if tag == "dc" and dataclasses.is_dataclass(cls) and type(value) is dict:
-            return _build_dataclass(cls, value)
-        if tag == "nt" and issubclass(cls, tuple) and type(value) is list:
-            return cls(*value)
-        raise UntrustedTypeError(
-            f"stored {tag!r} envelope does not match registered type {name!r}", type_name=str(name)
-        )
-
-
 def _refusal(t: type) -> _Unsupported:
+
+
     name = qualified_name(t)
     if issubclass(t, enum.Enum | BaseModel) or dataclasses.is_dataclass(t):
         reason = (
@@ -416,28 +324,6 @@ def _refusal(t: type) -> _Unsupported:
 
 def _dc_fields(v: Any) -> dict[str, Any]:
     return {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
-
-
-def _build_dataclass(cls: Any, values: dict[str, Any]) -> Any:
-    fields = dataclasses.fields(cls)
-    init = {f.name: values[f.name] for f in fields if f.init and f.name in values}
-    obj = cls(**init)
-    for f in fields:
-        if not f.init and f.name in values:
-            object.__setattr__(obj, f.name, values[f.name])
-    return obj
-
-
-def _validate_model(cls: type[BaseModel], values: dict[str, Any]) -> BaseModel:
-    try:
-        return cls.model_validate(values, by_name=True)  # type: ignore[call-arg]
-    except TypeError:  # pydantic < 2.11 has no by_name
-        return cls.model_validate(values)
-    except Exception as exc:
-        raise SerializationError(
-            f"stored {qualified_name(cls)} no longer validates: {exc}",
-            type_name=qualified_name(cls),
-        ) from exc
 
 
 _GLOBAL_REGISTRY = TypeRegistry(parent=None)

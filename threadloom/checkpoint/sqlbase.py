@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
 from threadloom.checkpoint.tx import CkRow
 from threadloom.errors import CheckpointError, SerializationError

@@ -33,7 +33,8 @@ from threadloom.checkpoint.base import (
     make_config,
     thread_config,
 )
-from threadloom.checkpoint.blobs import LRU, BlobLayer, BlobRow, NewBlob, Ref
+from threadloom.checkpoint.blob_rows import LRU, BlobRow, NewBlob, Ref
+from threadloom.checkpoint.blobs import BlobLayer
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
 from threadloom.checkpoint.records import (
     decode_metadata,

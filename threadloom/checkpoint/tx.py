@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple, Protocol
 
 from threadloom.checkpoint.base import ERROR, INTERRUPT, RESUME, SCHEDULED
-from threadloom.checkpoint.blobs import BlobRow, NewBlob
+from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
 from threadloom.errors import CheckpointError
 
