@@ -148,7 +148,7 @@ def _cache_default(value: Any) -> Any:
 
 
 def _tool_key(t: Any) -> Any:
-    from threadloom.models.base import tool_to_openai
+    from threadloom.models.tool_calls import tool_to_openai
 
     try:
         return tool_to_openai(t)
@@ -199,7 +199,7 @@ class ModelCallCacheMiddleware(AgentMiddleware):
 
     async def awrap_model_call(self, request: Any, handler: Handler) -> Any:
         """Return the cached reply for ``request``, or call ``handler`` and store it."""
-        from threadloom.models.base import new_message_id
+        from threadloom.models.tool_calls import new_message_id
 
         key = self.key(request)
         stored = self._cache.get(key)

@@ -319,7 +319,7 @@ class ModelStep:
         if callback is None:
             return await model.ainvoke(messages, tools=tools or None, tool_choice=tool_choice,
                                        response_format=response_format, **kwargs)
-        from threadloom.models.base import ChunkAccumulator
+        from threadloom.models.tool_calls import ChunkAccumulator
 
         acc = ChunkAccumulator()
         async for chunk in model.astream(messages, tools=tools or None, tool_choice=tool_choice,
