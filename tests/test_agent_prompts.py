@@ -9,7 +9,7 @@ from threadloom.agent import create_agent
 from threadloom.checkpoint.memory import InMemoryCheckpointer
 from threadloom.errors import SecurityError
 from threadloom.models import ScriptedChatModel
-from threadloom.prompt_sandbox import MissingVariablesError
+from threadloom.prompts.sandbox import MissingVariablesError
 
 H28 = ('{% if prior is not none %}{% set offset = prior|length %}{% else %}'
        '{% set offset = 0 %}{% endif %}'

@@ -21,7 +21,6 @@ from pydantic_core import to_jsonable_python
 
 from threadloom import create_agent, tool
 from threadloom.agent.requests import NO_OPTIONS, RunOptions, repair_tool_pairs, run_options
-from threadloom.types import Command
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,
@@ -40,6 +39,7 @@ from threadloom.models.scripted import _flat_json
 from threadloom.nodes import ToolNode
 from threadloom.reducers import add_messages
 from threadloom.tools import InjectedState, InjectedToolCallId, format_tool_output
+from threadloom.types import Command
 
 # -- ids ---------------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from typing import Annotated, TypedDict
 import pytest
 
 from threadloom import START, StateGraph, get_stream_writer
-from threadloom.errors import InvalidUpdateError
 from threadloom.engine.runtime import emit_message_chunk
+from threadloom.errors import InvalidUpdateError
 
 
 class S(TypedDict):

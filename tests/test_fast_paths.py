@@ -15,10 +15,10 @@ import pytest
 
 from threadloom import AIMessage, ScriptedChatModel, StateGraph, create_agent, tool
 from threadloom.checkpoint.serde import Codec
-from threadloom.types import END, START
 from threadloom.models.base import ChunkAccumulator, guard_tool_calls
 from threadloom.nodes.tool_node import ToolNode
 from threadloom.reducers import MessagesState
+from threadloom.types import END, START
 
 REPLIES: list[Any] = [
     "hello  world ",

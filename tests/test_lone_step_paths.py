@@ -14,9 +14,9 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from threadloom import InMemoryCheckpointer, StateGraph
-from threadloom.errors import InvalidRouteError
 from threadloom.engine.routing import next_tasks, route_all
 from threadloom.engine.tasks import Task, TaskResult
+from threadloom.errors import InvalidRouteError
 from threadloom.types import END, START, Send
 
 

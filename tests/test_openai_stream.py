@@ -15,9 +15,9 @@ import pytest
 from providers_server import load_fixture, stream_reply
 
 from threadloom.engine.graph import StateGraph
-from threadloom.types import END, START
 from threadloom.messages import AIMessageChunk, HumanMessage
 from threadloom.reducers import add_messages
+from threadloom.types import END, START
 
 _server_instance = model_fixtures._server_instance
 _http_client = model_fixtures._http_client

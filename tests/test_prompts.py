@@ -9,7 +9,6 @@ import pytest
 
 from threadloom.errors import SecurityError
 from threadloom.messages import AIMessage, HumanMessage, SystemMessage
-from threadloom.prompt_sandbox import RenderBudgetError
 from threadloom.prompts import (
     ChatPromptTemplate,
     FileTemplateLoader,
@@ -17,6 +16,7 @@ from threadloom.prompts import (
     PromptTemplateError,
     merge_system_messages,
 )
+from threadloom.prompts.sandbox import RenderBudgetError
 
 H28 = (
     "{% if prior is not none %}{% set offset = prior|length %}{% else %}{% set offset = 0 %}"

@@ -285,8 +285,8 @@ def test_direct_saves_keep_a_lease_token_on_every_write(
     from typing import TypedDict
 
     from threadloom import START, SqliteCheckpointer, StateGraph
-    from threadloom.errors import ThreadBusyError
     from threadloom.engine.scheduler import RunLoop
+    from threadloom.errors import ThreadBusyError
 
     class P(TypedDict, total=False):
         n: int

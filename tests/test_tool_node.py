@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import pytest
 
 from threadloom.engine.runtime import GraphInterrupt
-from threadloom.types import END, Command, Interrupt
 from threadloom.messages import (
     AIMessage,
     HumanMessage,
@@ -21,6 +20,7 @@ from threadloom.messages import (
 )
 from threadloom.nodes import ToolNode, idempotency_key, tools_condition
 from threadloom.tools import InjectedIdempotencyKey, InjectedState, InjectedToolCallId, tool
+from threadloom.types import END, Command, Interrupt
 
 
 def ai(*calls: tuple[str, dict[str, Any], str], **kwargs: Any) -> AIMessage:

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.channels import Ephemeral
 from threadloom.engine.compiled import CompiledGraph
+from threadloom.engine.graph import StateGraph
+from threadloom.engine.runtime import Runtime, get_config, get_stream_writer, interrupt
+from threadloom.engine.snapshot import StateSnapshot
 from threadloom.errors import (
     GraphRecursionError,
     InvalidRouteError,
@@ -19,10 +22,6 @@ from threadloom.errors import (
     ThreadBusyError,
     ThreadloomError,
 )
-from threadloom.engine.graph import StateGraph
-from threadloom.engine.runtime import Runtime, get_config, get_stream_writer, interrupt
-from threadloom.engine.snapshot import StateSnapshot
-from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,
@@ -41,6 +40,7 @@ from threadloom.reducers import (
     merge_lists,
     replace_values,
 )
+from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send
 
 _LAZY = {
     "tool": "threadloom.tools",

@@ -37,9 +37,9 @@ from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
 from threadloom.engine.compiled import CompiledGraph
 from threadloom.engine.graph import StateGraph
-from threadloom.types import END, START
 from threadloom.nodes.tool_node import ToolNode
 from threadloom.tools import Tool, tool
+from threadloom.types import END, START
 
 
 def create_agent(

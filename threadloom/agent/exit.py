@@ -19,8 +19,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.types import Command
 from threadloom.messages import AIMessage, BaseMessage
+from threadloom.types import Command
 
 TEXT = "text"
 MAX_STEPS = "max_agent_steps"

@@ -26,8 +26,8 @@ from threadloom.agent.requests import (
 )
 from threadloom.agent.structured import ProviderStrategy, ToolStrategy
 from threadloom.engine.runtime import Runtime, current_task
-from threadloom.types import Command
 from threadloom.messages import AIMessage, BaseMessage
+from threadloom.types import Command
 
 if TYPE_CHECKING:
     from threadloom.agent.nodes import AgentNodes

@@ -26,8 +26,8 @@ from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exi
 from threadloom.agent.hooks import run_hooks
 from threadloom.agent.requests import Prompts, answer_pending, run_options
 from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
-from threadloom.types import Command
 from threadloom.messages import BaseMessage
+from threadloom.types import Command
 
 NODE_NAMES = ("before_run", "model", "tools", "exit_check", "after_run")
 ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}

@@ -33,9 +33,9 @@ from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
 from threadloom.agent.structured import ToolStrategy
 from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
-from threadloom.types import Command
 from threadloom.messages import AIMessage, BaseMessage, ToolMessage
 from threadloom.nodes.tool_node import ToolNode
+from threadloom.types import Command
 
 if TYPE_CHECKING:
     from threadloom.agent.nodes import AgentNodes

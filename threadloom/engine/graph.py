@@ -15,7 +15,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from threadloom.errors import GraphBuildError
 from threadloom.engine.schema import (
     ChannelSpec,
     channel_specs,
@@ -23,6 +22,7 @@ from threadloom.engine.schema import (
     schema_keys,
     state_builder,
 )
+from threadloom.errors import GraphBuildError
 from threadloom.types import END, RESERVED_NAMES, START, Durability, RetryPolicy
 
 if TYPE_CHECKING:

@@ -21,10 +21,10 @@ from threadloom.checkpoint.base import (
     make_config,
     new_checkpoint_id_ts,
 )
-from threadloom.errors import GraphRunError
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
+from threadloom.errors import GraphRunError
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
-from threadloom.errors import InvalidRouteError
 from threadloom.engine.tasks import TaskResult
+from threadloom.errors import InvalidRouteError
 from threadloom.types import END, Command, Send
 
 if TYPE_CHECKING:

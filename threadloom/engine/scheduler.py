@@ -21,18 +21,18 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
 )
 from threadloom.engine.channels import MISSING, Channel
+from threadloom.engine.persistence import Persistence
+from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
+from threadloom.engine.runtime import Emit, GraphInterrupt
+from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
+from threadloom.engine.writes import ParentCommand, writes_of
 from threadloom.errors import (
     EmptyInputError,
     GraphRecursionError,
     GraphRunError,
     InvalidUpdateError,
 )
-from threadloom.engine.persistence import Persistence
-from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
-from threadloom.engine.runtime import Emit, GraphInterrupt
-from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.types import START, Command, Durability, Interrupt
-from threadloom.engine.writes import ParentCommand, writes_of
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from threadloom.checkpoint.base import ERROR, INTERRUPT, CheckpointTuple
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
-from threadloom.types import Interrupt
 from threadloom.engine.writes import writes_of
+from threadloom.types import Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer

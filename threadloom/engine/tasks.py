@@ -12,11 +12,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.errors import add_node_note
 from threadloom.engine.runtime import _TASK, GraphInterrupt, Runtime, TaskContext, _noop
+from threadloom.engine.writes import ParentCommand, add_update, writes_of
+from threadloom.errors import add_node_note
 from threadloom.types import START, Send
 from threadloom.workers import to_worker
-from threadloom.engine.writes import ParentCommand, add_update, writes_of
 
 if TYPE_CHECKING:
     from threadloom.engine.graph import NodeSpec

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from threadloom.errors import InvalidUpdateError
 from threadloom.engine.schema import update_from_object
+from threadloom.errors import InvalidUpdateError
 from threadloom.types import Command, Send
 
 if TYPE_CHECKING:

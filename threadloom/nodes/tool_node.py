@@ -15,9 +15,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from threadloom.errors import ToolError
 from threadloom.engine.runtime import GraphInterrupt, current_task
-from threadloom.types import END, Command
+from threadloom.errors import ToolError
 from threadloom.messages import (
     AIMessage,
     BaseMessage,
@@ -26,6 +25,7 @@ from threadloom.messages import (
 )
 from threadloom.messages.build import construct_complete
 from threadloom.tools import Tool, format_tool_output, tool
+from threadloom.types import END, Command
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
 

@@ -18,9 +18,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from threadloom.errors import ToolError
-from threadloom.workers import to_worker
 from threadloom.tools.markers import _injected_value, _pack
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
+from threadloom.workers import to_worker
 
 
 def format_tool_output(value: Any) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import SecurityError
-from threadloom.prompt_sandbox import PromptTemplateError
+from threadloom.prompts.sandbox import PromptTemplateError
 
 if TYPE_CHECKING:
-    from threadloom.prompts import ChatPromptTemplate
+    from threadloom.prompts.templates import ChatPromptTemplate
 
 
 class FileTemplateLoader:
@@ -78,7 +78,7 @@ class FileTemplateLoader:
 
     def template(self, name: str, **options: Any) -> ChatPromptTemplate:
         """Load ``name`` and build a ``ChatPromptTemplate`` with ``options``."""
-        from threadloom.prompts import ChatPromptTemplate
+        from threadloom.prompts.templates import ChatPromptTemplate
 
         return ChatPromptTemplate(self.load(name), **options)
 

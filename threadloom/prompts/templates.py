@@ -3,7 +3,7 @@
 As Haystack's ``ChatPromptBuilder``: a template is Jinja2 text whose undeclared variables
 are its inputs, and ``{% message role="user" %}...{% endmessage %}`` blocks build chat
 messages. Unlike it, every template is rendered in a sandbox (see
-``threadloom.prompt_sandbox``): reaching Python internals raises ``SecurityError``, and a
+``threadloom.prompts.sandbox``): reaching Python internals raises ``SecurityError``, and a
 render budget stops runaway loops. Example::
 
     t = ChatPromptTemplate(
@@ -28,8 +28,8 @@ from jinja2.parser import Parser
 from jinja2.sandbox import SecurityError as JinjaSecurityError
 
 from threadloom.errors import SecurityError
-from threadloom.prompt_loader import FileTemplateLoader
-from threadloom.prompt_sandbox import (
+from threadloom.prompts.loader import FileTemplateLoader
+from threadloom.prompts.sandbox import (
     MissingVariablesError,
     PromptTemplateError,
     RenderBudget,
@@ -157,7 +157,7 @@ class ChatPromptTemplate:
 
     Raises:
         SecurityError: the template names Python internals (``__class__``, ``self``,
-            ``cycler``...); see ``threadloom.prompt_sandbox``.
+            ``cycler``...); see ``threadloom.prompts.sandbox``.
         PromptTemplateError: syntax errors, bad arguments, unknown required names.
     """
 
