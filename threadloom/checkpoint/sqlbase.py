@@ -89,14 +89,21 @@ class Sql:
         n = {**self.names, "blob": dialect.blob, "serial": dialect.serial, "real": dialect.real}
         self.migrations = {v: [s.format(**n) for s in stmts] for v, stmts in MIGRATIONS.items()}
         q = self._q
-        ck, bl, wr = n["t_checkpoints"], n["t_blobs"], n["t_writes"]
-        th, le, me = n["t_threads"], n["t_leases"], n["t_meta"]
+        me = n["t_meta"]
         self.create_meta = f"CREATE TABLE IF NOT EXISTS {me} (key TEXT PRIMARY KEY, value TEXT)"
         self.get_version = q(f"SELECT value FROM {me} WHERE key = ?")
         self.set_version = q(
             f"INSERT INTO {me} (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
+        self._checkpoint_statements(n["t_checkpoints"], n["t_blobs"], n["t_writes"],
+                                    n["t_threads"])
+        self._blob_statements(n["t_blobs"])
+        self._write_statements(n["t_writes"])
+        self._thread_statements(n["t_threads"], n["t_leases"])
+
+    def _checkpoint_statements(self, ck: str, bl: str, wr: str, th: str) -> None:
+        q = self._q
         cols = "thread_id, checkpoint_ns, checkpoint_id, parent_id, record, metadata"
         self.ck_select = f"SELECT {cols} FROM {ck}"
         self.ck_insert = q(
@@ -119,6 +126,9 @@ class Sql:
         self.delete_thread = [
             q(f"DELETE FROM {t} WHERE thread_id = ?") for t in (ck, bl, wr, th)
         ]
+
+    def _blob_statements(self, bl: str) -> None:
+        q = self._q
         bcols = "channel, bid, base, snap, n, chain, data"
         self.bl_exists = q(
             f"SELECT 1 FROM {bl} WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
@@ -141,6 +151,9 @@ class Sql:
             f"DELETE FROM {bl} WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
             "AND bid = ?"
         )
+
+    def _write_statements(self, wr: str) -> None:
+        q = self._q
         self.wr_select = q(
             f"SELECT task_id, channel, value FROM {wr} WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ? ORDER BY seq"
@@ -154,6 +167,10 @@ class Sql:
         self.wr_upsert = q(
             wins + "DO UPDATE SET channel = excluded.channel, value = excluded.value"
         )
+
+    def _thread_statements(self, th: str, le: str) -> None:
+        q = self._q
+        dialect = self.dialect
         self.th_get = q(f"SELECT ttl, expires_at FROM {th} WHERE thread_id = ?")
         self.th_put = q(
             f"INSERT INTO {th} (thread_id, ttl, expires_at) VALUES (?, ?, ?) ON CONFLICT "

@@ -31,6 +31,12 @@ def make_tools(data: DemoData) -> list[Tool]:
         to the model as an error tool result).
     """
 
+    return [*_lookup_tools(data), *_money_tools(data), _cancel_tool(data)]
+
+
+def _lookup_tools(data: DemoData) -> list[Tool]:
+    """``search_products``, ``get_order``, ``list_orders``: they only read."""
+
     @tool
     def search_products(
         query: Annotated[str, "words to look for in product names or categories"] = "",
@@ -55,6 +61,12 @@ def make_tools(data: DemoData) -> list[Tool]:
     ) -> list[dict[str, Any]]:
         """List orders (newest first) with their totals in USD."""
         return data.list_orders(customer, status)
+
+    return [search_products, get_order, list_orders]
+
+
+def _money_tools(data: DemoData) -> list[Tool]:
+    """``convert_currency`` and ``calculator``."""
 
     @tool
     def convert_currency(
@@ -83,6 +95,12 @@ def make_tools(data: DemoData) -> list[Tool]:
         except CalculatorError as exc:
             raise ToolError(f"calculator: {exc}", tool_name="calculator") from exc
 
+    return [convert_currency, calculator]
+
+
+def _cancel_tool(data: DemoData) -> Tool:
+    """``cancel_order``: the one tool that changes data (the demo asks before it runs)."""
+
     @tool
     def cancel_order(
         order_id: Annotated[int, "the order number to cancel"],
@@ -96,4 +114,4 @@ def make_tools(data: DemoData) -> list[Tool]:
         return {"cancelled": True, "order_id": order_id, "status": order["status"],
                 "refund_usd": order["total"]}
 
-    return [search_products, get_order, list_orders, convert_currency, calculator, cancel_order]
+    return cancel_order

@@ -19,7 +19,6 @@ from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
-from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
 from threadloom.engine.sync import (
     _in_running_loop,
@@ -27,14 +26,15 @@ from threadloom.engine.sync import (
     iterate_on_thread,
     run_sync,
 )
-from threadloom.types import END, START, Durability
+from threadloom.engine.thread_state import ThreadState
+from threadloom.types import Durability
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.graph import StateGraph
 
 T = TypeVar("T")
-class CompiledGraph:
+class CompiledGraph(ThreadState):
     """A checked, runnable graph, as LangGraph's ``CompiledStateGraph``.
 
     Built by ``StateGraph.compile()``; see there for the arguments. It can itself be added
@@ -86,17 +86,7 @@ class CompiledGraph:
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))
-        successors: dict[str, list[str]] = {}
-        for a, b in builder.edges:
-            successors.setdefault(a, []).append(b)
-        self.successors = {k: tuple(v) for k, v in successors.items()}
-        joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
-        for target, groups in builder.joins.items():
-            for sources in groups:
-                key = f"{target}<{'+'.join(sources)}"
-                for src in sources:
-                    joins.setdefault(src, []).append((target, frozenset(sources), key))
-        self.join_index = joins
+        self.successors, self.join_index = _edge_index(builder)
         self._register_types()
 
     def initial_values(self) -> dict[str, Any]:
@@ -300,62 +290,6 @@ class CompiledGraph:
         """Sync ``abatch``."""
         return run_sync(self.abatch(inputs, config, **kwargs))
 
-    # -- state -------------------------------------------------------------------------
-
-    def get_state(
-        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
-    ) -> StateSnapshot:
-        """The state of a thread at its latest (or the named) checkpoint.
-
-        Raises:
-            ValueError: when the graph has no checkpointer.
-        """
-        return run_sync(self.aget_state(config, thread_id=thread_id))
-
-    async def aget_state(
-        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
-    ) -> StateSnapshot:
-        """Async ``get_state``."""
-        return await snapshot(self, self._config(config, thread_id, None), self._need_cp())
-
-    def get_state_history(
-        self,
-        config: Mapping[str, Any] | None = None,
-        *,
-        thread_id: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | None = None,  # noqa: A002
-        limit: int | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
-        cfg = self._config(config, thread_id, None)
-        return iter(run_sync(history(self, cfg, self._need_cp(), filter, before, limit)))
-
-    def update_state(
-        self,
-        config: Mapping[str, Any],
-        values: Any,
-        as_node: str | None = None,
-    ) -> dict[str, Any]:
-        """Write ``values`` into a thread as if node ``as_node`` had returned them.
-
-        With a ``checkpoint_id`` in ``config`` this forks the thread from that checkpoint.
-        Returns the config of the new checkpoint.
-
-        Raises:
-            InvalidUpdateError: for unknown keys; ``ValueError`` for an unknown ``as_node``.
-        """
-        return run_sync(self.aupdate_state(config, values, as_node))
-
-    async def aupdate_state(
-        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
-        """Async ``update_state``."""
-        if as_node is not None and as_node not in self.nodes and as_node not in (START, END):
-            raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
-        cfg = self._config(config, None, None)
-        return await update_state(self, cfg, self._need_cp(), values, as_node)
-
     def get_graph(self) -> DrawableGraph:
         """A drawable view: ``get_graph().draw_mermaid()``, ``.draw_png(path)``."""
         return DrawableGraph(self.builder, self.name)
@@ -408,3 +342,20 @@ def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:
 
     keys = list(schema_keys(schema))
     return keys or list(specs)
+
+
+def _edge_index(
+    builder: StateGraph,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, list[tuple[str, frozenset[str], str]]]]:
+    """The static edges as ``source -> targets``, and the joins (``add_edge([a, b], c)``)
+    as ``source -> [(target, all its sources, barrier key)]``."""
+    successors: dict[str, list[str]] = {}
+    for a, b in builder.edges:
+        successors.setdefault(a, []).append(b)
+    joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
+    for target, groups in builder.joins.items():
+        for sources in groups:
+            key = f"{target}<{'+'.join(sources)}"
+            for src in sources:
+                joins.setdefault(src, []).append((target, frozenset(sources), key))
+    return {k: tuple(v) for k, v in successors.items()}, joins

@@ -10,6 +10,7 @@ token, so a run that lost its thread can write nothing more.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import (
@@ -51,6 +52,7 @@ class Persistence:
     emit: Any
     modes: frozenset[str]
     _unsaved_exit: tuple[Any, ...] | None
+    direct_saves: bool
 
     def output(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -72,7 +74,7 @@ class Persistence:
         result = task.result
         writes = [*result.writes, (SCHEDULED, result.goto_payload())]
         await self._flush_pending_put()
-        await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
+        await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
         if self.cp is None:
@@ -91,7 +93,7 @@ class Persistence:
         writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
         if task.resume:
             writes.append((RESUME, list(task.resume)))
-        await self._cp_call("put_writes", self.checkpoint_config, writes, task.id)
+        await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:
         if self.cp is None or self.durability == "exit" or isinstance(exc, asyncio.CancelledError):
@@ -99,7 +101,7 @@ class Persistence:
         text = f"{type(exc).__name__}: {exc}"
         try:
             await self._flush_pending_put()
-            await self._cp_call(
+            await self.cp_call(
                 "put_writes", self.checkpoint_config, [(ERROR, text)], task.id
             )
         except Exception as save_exc:  # the original error matters more
@@ -125,12 +127,27 @@ class Persistence:
             and (self.blocking_ok or (durability != "async" and getattr(cp, "inline_io", False)))
         )
 
+    def save(
+        self, source: str, updated: set[str], tasks: list[Task], planned: Planned
+    ) -> Awaitable[None] | None:
+        """Save the checkpoint of the state now, ``planned`` as its next tasks.
+
+        Returns None when the save is done (no checkpointer, or a plain ``cp.put`` that
+        needs nothing awaited: the loop's hot path, without a coroutine per step), else
+        the awaitable that does it, which the caller awaits before the next step.
+        ``tests/test_save_paths.py`` checks that both paths store and stream the same.
+        """
+        if self.direct_saves:
+            self._save_direct(source, updated, tasks, planned)
+            return None
+        if self.cp is None:
+            return None
+        return self._save(source, updated, tasks, planned)
+
     def _save_direct(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
     ) -> None:
-        """``_save`` when ``_saves_directly()``: the same put, config and events, called
-        without a coroutine per step (the loop's hot path; ``tests/test_save_paths.py``
-        compares both)."""
+        """``_save`` when ``_saves_directly()``: the same put, config and events."""
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
         checkpoint = self._checkpoint(cid, ts, planned)
@@ -138,7 +155,7 @@ class Persistence:
         config = self.cp.put(  # type: ignore[union-attr]
             self.checkpoint_config, checkpoint, metadata, {k: versions[k] for k in updated}
         )
-        self.checkpoint_config = self._own(config)
+        self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
         if self.emit is not None:
             self._emit_checkpoint(cid, metadata, planned)
@@ -178,14 +195,14 @@ class Persistence:
             # Name the new checkpoint at once: writes of the next step belong to it, and
             # are saved only after it (every put_writes waits for the pending put).
             conf = self.config["configurable"]
-            self.checkpoint_config = self._own(
+            self.checkpoint_config = self.fenced(
                 make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
             self.pending_put = asyncio.ensure_future(
                 self._put_now((parent, checkpoint, metadata, new_versions))
             )
         elif self.blocking_ok or getattr(cp, "inline_io", False):
-            self.checkpoint_config = self._own(cp.put(parent, checkpoint, metadata, new_versions))
+            self.checkpoint_config = self.fenced(cp.put(parent, checkpoint, metadata, new_versions))
             self._unsaved_exit = None
         else:
             await self._put_now((parent, checkpoint, metadata, new_versions))
@@ -218,11 +235,11 @@ class Persistence:
                 self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
-        config = await self._cp_call("put", *args)
-        self.checkpoint_config = self._own(config)
+        config = await self.cp_call("put", *args)
+        self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
 
-    def _own(self, config: dict[str, Any]) -> dict[str, Any]:
+    def fenced(self, config: dict[str, Any]) -> dict[str, Any]:
         """``config`` carrying this run's lease token, so every write is fenced."""
         token = (self.config.get("configurable") or {}).get("__lease_token")
         if token is None:
@@ -237,13 +254,13 @@ class Persistence:
             put, self.pending_put = self.pending_put, None
             await put
 
-    async def _cp_call(self, method: str, *args: Any) -> Any:
+    async def cp_call(self, method: str, *args: Any) -> Any:
         cp = self.cp
         if self.blocking_ok or getattr(cp, "inline_io", False):
             return getattr(cp, method)(*args)
         return await getattr(cp, "a" + method)(*args)
 
-    def _config_id(self) -> str | None:
+    def config_id(self) -> str | None:
         return (self.config.get("configurable") or {}).get("checkpoint_id")
 
 

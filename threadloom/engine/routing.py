@@ -50,10 +50,11 @@ class Planned:
     def with_command(self, loop: RunLoop, cmd: Command) -> Planned:
         """Apply a resume ``Command``'s ``update`` now and add its ``goto`` targets."""
         if cmd.update is not None:
+            from threadloom.engine.apply import apply_writes
             from threadloom.engine.writes import writes_of
 
             writes = writes_of(loop.graph, "__resume__", cmd.update, loop.step)[0]
-            loop._apply_writes(writes, ["__resume__"] * len(writes))  # noqa: SLF001
+            apply_writes(loop, writes, ["__resume__"] * len(writes))
         names = dict.fromkeys(self.tasks)
         sends = list(self.sends)
         for target in cmd.goto_list():

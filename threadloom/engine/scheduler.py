@@ -1,46 +1,41 @@
 """The super-step loop: one async core that every entry point drives.
 
 A run is a sequence of super-steps (bulk-synchronous, as in Pregel and LangGraph). Each
-step: plan the tasks -> run them concurrently -> apply their writes in task order ->
-save the checkpoint -> emit events -> route to the next tasks. ``RunLoop.run`` below is
-that loop, and it is the whole of it; the pieces it calls live in ``tasks.py`` (running
-one node) and ``routing.py`` (turning writes into the next tasks).
+step, in ``RunLoop._loop`` below, the whole of the loop:
+
+1. plan: the step's tasks (``_plan``; ``tasks.make_tasks``);
+2. run: the tasks, concurrently (``_run``; one task: ``tasks.run_task``);
+3. apply: their writes, in task order, through the channels' reducers (``apply.py``),
+   and route to the next step's tasks (``routing.next_tasks``);
+4. save: the checkpoint (``persistence.py``, which honours the durability mode);
+5. emit: the step's stream events (``_emit_step``).
+
+How a run starts (new input, a saved checkpoint, a resume) is ``start.py``. Each fast path
+lives inside the verb it speeds up: a lone task planned without the general loop
+(``make_tasks``), a lone task run inline (``_run``), a checkpoint put without a coroutine
+(``Persistence.save``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import (
-    INTERRUPT,
-    RESUME,
-    Checkpoint,
-    CheckpointTuple,
-)
-from threadloom.engine.channels import MISSING, Channel
+from threadloom.engine.apply import apply_step
+from threadloom.engine.channels import Channel
 from threadloom.engine.persistence import Persistence
-from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
+from threadloom.engine.routing import Planned, next_tasks
 from threadloom.engine.runtime import Emit, GraphInterrupt
+from threadloom.engine.start import Resume, start_run
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
-from threadloom.engine.writes import ParentCommand, writes_of
-from threadloom.errors import (
-    EmptyInputError,
-    GraphRecursionError,
-    GraphRunError,
-    InvalidUpdateError,
-)
-from threadloom.types import START, Command, Durability, Interrupt
+from threadloom.engine.writes import ParentCommand
+from threadloom.errors import GraphRecursionError, InvalidUpdateError
+from threadloom.types import Command, Durability, Interrupt
 
 if TYPE_CHECKING:
-    from threadloom.checkpoint.base import BaseCheckpointer
+    from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
     from threadloom.engine.stream import StreamSink
-
-
-_KEY = itemgetter(0)  # the key of a (key, value) write
 
 
 class RunLoop(Persistence):
@@ -97,10 +92,10 @@ class RunLoop(Persistence):
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
         self.direct_saves = False  # set when the run starts (_saves_directly)
+        # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
+        self.plain_ids = checkpointer is None and not namespace
+        self.resuming = False  # the run continues a saved one (None or Command input)
 
-    # ---------------------------------------------------------------------------------
-    # This loop right here is the engine: plan -> run -> apply -> save -> emit -> route.
-    # ---------------------------------------------------------------------------------
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
         try:
@@ -119,178 +114,103 @@ class RunLoop(Persistence):
         await self._save_on_exit(failed=False)
         return self.output()
 
+    # ---------------------------------------------------------------------------------
+    # This loop right here is the engine: plan -> run -> apply -> save -> emit.
+    # ---------------------------------------------------------------------------------
     async def _loop(self, input: Any) -> None:
-        # Saves that are a plain put (no lease, nothing awaited) skip _save's coroutine.
-        self.direct_saves = self._saves_directly()
-        planned, resume = await self._start(input)
+        self.direct_saves = self._saves_directly()  # constant for the run (see save())
+        self.resuming = input is None or isinstance(input, Command)
+        planned, resume = await start_run(self, input)
         limit = int(self.config.get("recursion_limit", 25))
         steps_done = 0
-        skip_before = input is None or isinstance(input, Command)
-        # Read once: what each step checks (the saves, events and pauses are no-ops
-        # without a checkpointer, an event sink and interrupt_before/after names).
-        saving = self.cp is not None
-        direct = self.direct_saves
-        emitting = self.emit is not None
-        pausing_before = bool(self.graph.interrupt_before)
-        pausing_after = bool(self.graph.interrupt_after)
-        # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph): a step of
-        # one edge-triggered task with nothing saved or resumed is make_tasks's first case.
-        plain_ids = not saving and not self.namespace
+        tasks: list[Task] | None = None  # the step just run
         while planned.tasks or planned.sends:
-            if steps_done >= limit:
-                names = tuple(dict.fromkeys(planned.node_names()))
-                raise GraphRecursionError(
-                    f"recursion limit of {limit} super-steps reached without hitting END "
-                    f"(at step {self.step + 1}, next nodes {list(names)}). Raise it with "
-                    f"config={{'recursion_limit': N}} or make the graph stop earlier.",
-                    limit=limit,
-                    step=self.step + 1,
-                    nodes=names,
-                )
-            self.step += 1
-            triggered = planned.tasks
-            if plain_ids and len(triggered) == 1 and not (
-                planned.sends or planned.pending or resume
-            ):
-                tasks = [lone_task(self, triggered[0], limit - steps_done)]
-            else:
-                tasks = make_tasks(self, planned, limit - steps_done, resume)
-            # nothing of a finished step stays referenced while this one runs
-            del planned, triggered
-            if pausing_before and not skip_before and self._pause_before(tasks):
-                self.step -= 1
+            tasks = self._plan(planned, resume, limit, steps_done, tasks)  # plan the step
+            del planned  # nothing of a finished step stays referenced while this one runs
+            if tasks is None:  # the run pauses here (interrupt_before / interrupt_after)
                 return
-            skip_before = False
-            if len(tasks) == 1 and tasks[0].result is None:  # a lone task runs inline
-                task = tasks[0]
-                self.inline_sync = True
-                try:
-                    task.result = await run_task(self, task)
-                except GraphInterrupt as gi:
-                    await self._record_interrupt(task, gi)
-                except BaseException as exc:
-                    await self._record_error(task, exc)
-                    raise
-                results = [task.result or TaskResult([], [])]
-            else:
-                results = await self._run_tasks(tasks)
+            results = await self._run(tasks)  # run its tasks, concurrently
             if self.interrupts:
                 self.step -= 1
                 return
-            updated = self._apply(tasks, results)
-            planned = await next_tasks(self, tasks, results)
-            if direct:
-                self._save_direct("loop", updated, tasks, planned)
-            elif saving:
-                await self._save("loop", updated, tasks, planned)
-            if emitting:
-                self._emit_step(tasks, results)
-            if self.sink is not None:
-                await self.sink.drained()
+            updated = apply_step(self, tasks, results)  # apply their writes, in task order
+            planned = await next_tasks(self, tasks, results)  # route: the next step's plan
+            if self.cp is not None:  # save the checkpoint
+                saving = self.save("loop", updated, tasks, planned)
+                if saving is not None:
+                    await saving
+            if self.emit is not None:  # emit the step's events
+                await self._emit_step(tasks, results)
             steps_done += 1
             resume = None
             del results, updated
-            if pausing_after and self._pause_after(tasks):
-                return
 
-    # -- start --------------------------------------------------------------------------
+    # -- plan ---------------------------------------------------------------------------
 
-    async def _start(self, input: Any) -> tuple[Planned, dict[str, list[Any]] | None]:
-        if self.cp is not None:
-            self.saved = await self._cp_call("get_tuple", self.config)
-            if self.saved is None and self._config_id():
-                from threadloom.errors import CheckpointNotFoundError
+    def _plan(
+        self,
+        planned: Planned,
+        resume: Resume | None,
+        limit: int,
+        steps_done: int,
+        previous: list[Task] | None,
+    ) -> list[Task] | None:
+        """The tasks of the next super-step, or None when the run pauses before it: after
+        a step that ran an ``interrupt_after`` node, or before one that would run an
+        ``interrupt_before`` node (not before the step a resumed run starts with).
 
-                raise CheckpointNotFoundError(
-                    f"checkpoint {self._config_id()!r} not found in thread "
-                    f"{self.config['configurable'].get('thread_id')!r}"
-                )
-        if self.saved is not None:
-            self._restore(self.saved.checkpoint)
-            self.checkpoint_config = self._own(self.saved.config)
-        if isinstance(input, Command) and input.resume is None and input.goto == ():
-            input = input.update
-        if isinstance(input, Command):
-            return self._start_resume(input)
-        if input is None:
-            if self.saved is None:
-                raise EmptyInputError(
-                    "invoke(None) needs a thread with a saved checkpoint to continue from; "
-                    "this thread has none. Pass an input."
-                )
-            return plan_from_saved(self, self.saved), None
-        return await self._start_input(input), None
-
-    def _start_resume(self, cmd: Command) -> tuple[Planned, dict[str, list[Any]] | None]:
-        if self.saved is None:
-            raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
-        planned = plan_from_saved(self, self.saved)
-        resume: dict[str, list[Any]] = {}
-        previous: dict[str, list[Any]] = {}
-        pending: dict[str, list[Interrupt]] = {}
-        for w in self.saved.pending_writes:
-            if w.channel == RESUME:
-                previous[w.task_id] = list(w.value)
-            elif w.channel == INTERRUPT:
-                pending[w.task_id] = [
-                    Interrupt(*i) if not isinstance(i, Interrupt) else i for i in w.value
-                ]
-        value = cmd.resume
-        ids = [i.id for interrupts in pending.values() for i in interrupts]
-        if len(pending) > 1 and not (isinstance(value, Mapping) and any(i in value for i in ids)):
-            # As LangGraph 1.x: which interrupt one value answers would depend on task order.
-            raise GraphRunError(
-                f"thread {self.config.get('configurable', {}).get('thread_id')!r} has "
-                f"{len(pending)} pending interrupts; resume with a dict mapping interrupt ids "
-                f"to values, e.g. Command(resume={{id: value, ...}}) (ids: {ids}; see "
-                "get_state(...).interrupts)"
+        Raises:
+            GraphRecursionError: ``limit`` super-steps ran without reaching the end.
+        """
+        graph = self.graph
+        if previous is not None and graph.interrupt_after and any(
+            t.name in graph.interrupt_after for t in previous
+        ):
+            return None
+        if steps_done >= limit:
+            names = tuple(dict.fromkeys(planned.node_names()))
+            raise GraphRecursionError(
+                f"recursion limit of {limit} super-steps reached without hitting END "
+                f"(at step {self.step + 1}, next nodes {list(names)}). Raise it with "
+                f"config={{'recursion_limit': N}} or make the graph stop earlier.",
+                limit=limit,
+                step=self.step + 1,
+                nodes=names,
             )
-        for tid, interrupts in pending.items():
-            value = cmd.resume
-            if isinstance(value, Mapping) and any(i.id in value for i in interrupts):
-                matched = [value[i.id] for i in interrupts if i.id in value]
-                if not matched:
-                    continue
-                value = matched[0]
-            resume[tid] = previous.get(tid, []) + [value]
-        if cmd.update is not None or cmd.goto:
-            planned = planned.with_command(self, cmd)
-        return planned, resume
-
-    async def _start_input(self, input: Any) -> Planned:
-        writes = writes_of(self.graph, START, input, self.step + 1, input_mode=True)
-        if self.graph.validate_input is not None:
-            present = set(self.values)
-            writes = self.graph.validate_input(writes, present)
-        updated = self._apply_from(writes, START, self.step + 1)
         self.step += 1
-        planned = await next_tasks(self, [Task.virtual_start()], [TaskResult(writes, [])])
-        if self.direct_saves:
-            self._save_direct("input", updated, [], planned)
-        elif self.cp is not None:
-            await self._save("input", updated, [], planned)
-        if "values" in self.modes and self.emit is not None:
-            self.emit("values", self.output())
-        return planned
-
-    def _restore(self, cp: Checkpoint) -> None:
-        channels = self.channels
-        values = self.values
-        for key, value in cp["channel_values"].items():
-            if key in channels:
-                values[key] = value
-        self.versions = dict(cp["channel_versions"])
-        self.barriers = {k: set(v) for k, v in cp.get("barriers", {}).items()}
-        self.step = int(self.saved.metadata.get("step", -1)) if self.saved else -2
+        if self.plain_ids and len(planned.tasks) == 1 and not (
+            planned.sends or planned.pending or resume
+        ):  # one edge-triggered task, nothing saved or resumed: make_tasks's first case
+            tasks = [lone_task(self, planned.tasks[0], limit - steps_done)]
+        else:
+            tasks = make_tasks(self, planned, limit - steps_done, resume)
+        if graph.interrupt_before and (previous is not None or not self.resuming) and any(
+            t.name in graph.interrupt_before for t in tasks
+        ):
+            self.step -= 1
+            return None
+        return tasks
 
     # -- run ----------------------------------------------------------------------------
 
-    async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
-        """Run a step of several tasks (or one with saved writes) concurrently.
+    async def _run(self, tasks: list[Task]) -> list[TaskResult]:
+        """Run a step's tasks concurrently; a lone task that still has to run runs inline
+        (a sync node then runs on the calling thread of a sync run)."""
+        if len(tasks) != 1 or tasks[0].result is not None:
+            return await self._run_tasks(tasks)
+        task = tasks[0]
+        self.inline_sync = True
+        try:
+            task.result = await run_task(self, task)
+        except GraphInterrupt as gi:
+            await self._record_interrupt(task, gi)
+        except BaseException as exc:
+            await self._record_error(task, exc)
+            raise
+        return [task.result or TaskResult([], [])]
 
-        A step of one task that still has to run never comes here: ``_loop`` runs it
-        inline (and lets a sync node or tool run on the calling thread of a sync run).
-        """
+    async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
+        """Run a step of several tasks (or one with saved writes) concurrently."""
         todo = [t for t in tasks if t.result is None]
         self.inline_sync = False
         if todo:  # every task may already have its saved writes (a crash before the save)
@@ -325,105 +245,11 @@ class RunLoop(Persistence):
                 await self._record_error(task, error)  # type: ignore[arg-type]
                 raise error  # type: ignore[misc]
 
-    # -- apply --------------------------------------------------------------------------
+    # -- emit --------------------------------------------------------------
 
-    def _apply(self, tasks: list[Task], results: list[TaskResult]) -> set[str]:
-        if len(tasks) == 1:  # a lone task: its writes, each tagged with its name
-            writes = results[0].writes
-            updated = self._apply_from(writes, tasks[0].name, self.step)
-        else:
-            writes = []
-            nodes = []
-            for task, result in zip(tasks, results, strict=True):
-                for write in result.writes:
-                    writes.append(write)
-                    nodes.append(task.name)
-            updated = self._apply_writes(writes, nodes)
-        if self.namespace:
-            for key, value in writes:
-                self.written_keys.setdefault(key, []).append(value)
-        return updated
-
-    def _apply_writes(self, writes: list[tuple[str, Any]], nodes: list[str]) -> set[str]:
-        step = self.step + 1 if nodes and nodes[0] == START else self.step
-        values = self.values
-        written = set(map(_KEY, writes))
-        if len(written) == len(writes):
-            # The usual step: every key is written once. Merging one key at a time, in
-            # write order, equals the grouped merge below with one-item groups
-            # (``merge_one`` is ``merge`` of one value, exceptions included).
-            channels = self.channels
-            for (key, value), node in zip(writes, nodes, strict=True):
-                merged = channels[key].merge_one(values.get(key, MISSING), value, node, step)
-                if merged is MISSING:
-                    values.pop(key, None)
-                else:
-                    values[key] = merged
-        else:
-            self._apply_grouped(writes, nodes, step)
-        return self._applied(written)
-
-    def _apply_from(self, writes: list[tuple[str, Any]], node: str, step: int) -> set[str]:
-        """``_apply_writes(writes, [node] * len(writes))``: the writes of one node."""
-        values = self.values
-        written = set(map(_KEY, writes))
-        if len(written) == len(writes):  # each key once: as in _apply_writes
-            channels = self.channels
-            for key, value in writes:
-                merged = channels[key].merge_one(values.get(key, MISSING), value, node, step)
-                if merged is MISSING:
-                    values.pop(key, None)
-                else:
-                    values[key] = merged
-        else:
-            self._apply_grouped(writes, [node] * len(writes), step)
-        return self._applied(written)
-
-    def _applied(self, written: set[str]) -> set[str]:
-        """End a step's writes: clear ephemeral keys nobody wrote; bump versions. Returns
-        the keys that changed (``written`` itself, grown by the cleared keys)."""
-        values = self.values
-        for key in self.graph.ephemeral_keys:
-            if key not in written and key in values:
-                del values[key]  # seen by one super-step: cleared
-                written.add(key)
-        if self.cp is not None:  # versions feed checkpoints only
-            versions = self.versions
-            for key in written:
-                versions[key] = versions.get(key, 0) + 1
-        return written
-
-    def _apply_grouped(self, writes: list[tuple[str, Any]], nodes: list[str], step: int) -> None:
-        """Apply writes where some key is written more than once: each key's writes merge
-        together, in write order (a ``LastValue`` key then raises, naming every writer)."""
-        channels = self.channels
-        values = self.values
-        grouped: dict[str, tuple[list[Any], list[str]]] = {}
-        for (key, value), node in zip(writes, nodes, strict=True):
-            entry = grouped.get(key)
-            if entry is None:
-                grouped[key] = ([value], [node])
-            else:
-                entry[0].append(value)
-                entry[1].append(node)
-        for key, (written, who) in grouped.items():
-            merged = channels[key].merge(values.get(key, MISSING), written, who, step)
-            if merged is MISSING:
-                values.pop(key, None)
-            else:
-                values[key] = merged
-
-    # -- pauses and events --------------------------------------------------------------
-
-    def _pause_before(self, tasks: list[Task]) -> bool:
-        names = self.graph.interrupt_before
-        return bool(names) and any(t.name in names for t in tasks)
-
-    def _pause_after(self, tasks: list[Task]) -> bool:
-        names = self.graph.interrupt_after
-        return bool(names) and any(t.name in names for t in tasks)
-
-    def _emit_step(self, tasks: list[Task], results: list[TaskResult]) -> None:
+    async def _emit_step(self, tasks: list[Task], results: list[TaskResult]) -> None:
+        """Send a finished step's ``updates`` and ``values`` events, and let the consumer
+        of a stream catch up before the next step."""
         emit = self.emit
         if emit is None:
             return
@@ -432,6 +258,8 @@ class RunLoop(Persistence):
                 emit("updates", {task.name: result.update_view()})
         if "values" in self.modes:
             emit("values", self.output())
+        if self.sink is not None:
+            await self.sink.drained()
 
     def output(self) -> dict[str, Any]:
         """The state restricted to the output keys (channels without a value are left out)."""

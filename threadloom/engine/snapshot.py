@@ -132,7 +132,9 @@ async def update_state(
     as_node: str | None,
 ) -> dict[str, Any]:
     """Apply ``values`` as ``as_node``'s writes and save a new checkpoint; see ``update_state``."""
+    from threadloom.engine.apply import apply_writes
     from threadloom.engine.scheduler import RunLoop
+    from threadloom.engine.start import restore
 
     loop = RunLoop(
         graph,
@@ -148,12 +150,12 @@ async def update_state(
     forked = bool(cfg["configurable"].get("checkpoint_id"))
     if saved is not None:
         loop.saved = saved
-        loop._restore(saved.checkpoint)  # noqa: SLF001
+        restore(loop, saved.checkpoint)
         loop.checkpoint_config = saved.config
     node = as_node or "__update__"
     writes = writes_of(graph, node, values, loop.step + 1)[0] if values is not None else []
     loop.step += 1
-    updated = loop._apply_writes(writes, [node] * len(writes))  # noqa: SLF001
+    updated = apply_writes(loop, writes, [node] * len(writes))
     if as_node is not None:
         task = Task(as_node, graph.nodes.get(as_node), None, "update", 0, 0)
         planned = await next_tasks(loop, [task], [TaskResult(writes, [])])
@@ -163,7 +165,9 @@ async def update_state(
     else:
         planned = Planned([], [])
     meta_task = Task(node, None, None, "update", 0, 0, result=TaskResult(writes, []))
-    await loop._save("fork" if forked else "update", updated, [meta_task], planned)  # noqa: SLF001
+    saving = loop.save("fork" if forked else "update", updated, [meta_task], planned)
+    if saving is not None:
+        await saving
     return loop.checkpoint_config
 
 

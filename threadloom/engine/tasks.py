@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.runtime import _TASK, GraphInterrupt, Runtime, TaskContext, _noop
+from threadloom.engine.runtime import _TASK, Emit, GraphInterrupt, Runtime, TaskContext, _noop
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 from threadloom.errors import add_node_note
 from threadloom.types import START, Send
@@ -163,36 +163,22 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     attempt = 0
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
-        debug(
-            "debug",
-            {
-                "type": "task",
-                "step": loop.step,
-                "payload": {"id": task.id, "name": task.name, "input": task.input},
-            },
-        )
+        _debug_event(debug, "task", loop.step, task, "input", task.input)
     # A plain node (no subgraph, no injected arguments) is called right here, one
     # coroutine layer less per task than going through _call: an async one is awaited,
     # a sync one runs inline when _call would run it inline (else it goes to a worker).
-    plain = node.subgraph is None and not (
+    is_async = node.is_async
+    here = node.subgraph is None and not (
         node.wants_config or node.wants_runtime or node.wants_writer
-    )
-    inline = plain and not node.is_async and loop.blocking_ok and loop.inline_sync
-    plain = plain and node.is_async
+    ) and (is_async or (loop.blocking_ok and loop.inline_sync))
     while True:
         attempt += 1
         ctx.interrupt_index = 0
         try:
-            if plain:
+            if here:
                 token = _TASK.set(ctx)
                 try:
-                    result = await node.fn(task.input)
-                finally:
-                    _TASK.reset(token)
-            elif inline:
-                token = _TASK.set(ctx)
-                try:
-                    result = node.fn(task.input)
+                    result = await node.fn(task.input) if is_async else node.fn(task.input)
                 finally:
                     _TASK.reset(token)
             else:
@@ -201,20 +187,13 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except (GraphInterrupt, ParentCommand, asyncio.CancelledError):
             raise
         except Exception as exc:
-            policy = node.retry
-            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+            delay = _retry_delay(node, exc, attempt)
+            if delay is None:
                 add_node_note(exc, task.name, loop.step)
                 if debug is not None:
-                    debug(
-                        "debug",
-                        {
-                            "type": "task_result",
-                            "step": loop.step,
-                            "payload": {"id": task.id, "name": task.name, "error": repr(exc)},
-                        },
-                    )
+                    _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
                 raise
-            await asyncio.sleep(policy.interval(attempt))
+            await asyncio.sleep(delay)
     if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
@@ -225,15 +204,24 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if ctx.streamed_ids is not None and loop.emit is not None:
         _emit_unstreamed_messages(loop, ctx, writes)
     if debug is not None:
-        debug(
-            "debug",
-            {
-                "type": "task_result",
-                "step": loop.step,
-                "payload": {"id": task.id, "name": task.name, "result": out.update_view()},
-            },
-        )
+        _debug_event(debug, "task_result", loop.step, task, "result", out.update_view())
     return out
+
+
+def _retry_delay(node: NodeSpec, exc: Exception, attempt: int) -> float | None:
+    """Seconds to wait before retrying ``node`` after failed attempt ``attempt`` with
+    ``exc``, or None when its ``RetryPolicy`` does not retry it (or it has none)."""
+    policy = node.retry
+    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+        return None
+    return policy.interval(attempt)
+
+
+def _debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any) -> None:
+    """A ``debug`` stream event about a task: ``kind`` is ``task`` (it starts, ``key``
+    ``"input"``) or ``task_result`` (``"result"`` or ``"error"``)."""
+    payload = {"id": task.id, "name": task.name, key: value}
+    debug("debug", {"type": kind, "step": step, "payload": payload})
 
 
 async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> Any:

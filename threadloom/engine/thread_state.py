@@ -1,0 +1,90 @@
+"""Reading and editing a thread's saved state: ``get_state``, ``get_state_history``,
+``update_state`` and their async twins.
+
+A mixin of ``CompiledGraph`` (compiled.py), as LangGraph's graph methods of the same
+names; the work is done in ``snapshot.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
+from threadloom.engine.sync import run_sync
+from threadloom.types import END, START
+
+if TYPE_CHECKING:
+    from threadloom.checkpoint.base import BaseCheckpointer
+    from threadloom.engine.compiled import CompiledGraph
+
+
+class ThreadState:
+    """The thread-state methods of ``CompiledGraph``."""
+
+    nodes: dict[str, Any]
+
+    def _config(
+        self, config: Mapping[str, Any] | None, thread_id: str | None, recursion_limit: int | None
+    ) -> dict[str, Any]:
+        raise NotImplementedError  # CompiledGraph's
+
+    def _need_cp(self) -> BaseCheckpointer:
+        raise NotImplementedError  # CompiledGraph's
+
+    def _graph(self) -> CompiledGraph:
+        return cast("CompiledGraph", self)
+
+    def get_state(
+        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
+    ) -> StateSnapshot:
+        """The state of a thread at its latest (or the named) checkpoint.
+
+        Raises:
+            ValueError: when the graph has no checkpointer.
+        """
+        return run_sync(self.aget_state(config, thread_id=thread_id))
+
+    async def aget_state(
+        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
+    ) -> StateSnapshot:
+        """Async ``get_state``."""
+        return await snapshot(self._graph(), self._config(config, thread_id, None), self._need_cp())
+
+    def get_state_history(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,  # noqa: A002
+        limit: int | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
+        cfg = self._config(config, thread_id, None)
+        return iter(run_sync(history(self._graph(), cfg, self._need_cp(), filter, before, limit)))
+
+    def update_state(
+        self,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None = None,
+    ) -> dict[str, Any]:
+        """Write ``values`` into a thread as if node ``as_node`` had returned them.
+
+        With a ``checkpoint_id`` in ``config`` this forks the thread from that checkpoint.
+        Returns the config of the new checkpoint.
+
+        Raises:
+            InvalidUpdateError: for unknown keys; ``ValueError`` for an unknown ``as_node``.
+        """
+        return run_sync(self.aupdate_state(config, values, as_node))
+
+    async def aupdate_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Async ``update_state``."""
+        if as_node is not None and as_node not in self.nodes and as_node not in (START, END):
+            raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
+        cfg = self._config(config, None, None)
+        return await update_state(self._graph(), cfg, self._need_cp(), values, as_node)
