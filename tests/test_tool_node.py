@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
 from typing import Annotated, Any
 
@@ -93,24 +94,30 @@ async def test_h15_with_error_handling_off_the_exception_propagates() -> None:
 
 
 async def test_calls_run_concurrently_sync_and_async() -> None:
+    # Each call waits for the other to have started: one after the other, the first would
+    # give up after 10 s and say "alone"; together, each sees the other at once. (No wall
+    # time is measured, so a busy machine or a parallel test run cannot fail it.)
+    sync_started, async_started = threading.Event(), threading.Event()
+
     @tool
     def nap_sync() -> str:
-        """Sleep in a thread."""
-        time.sleep(0.2)
-        return "s"
+        """Wait in a thread for the async call."""
+        sync_started.set()
+        return "s" if async_started.wait(10) else "s alone"
 
     @tool
     async def nap_async() -> str:
-        """Sleep in the loop."""
-        await asyncio.sleep(0.2)
-        return "a"
+        """Wait in the loop for the sync call."""
+        async_started.set()
+        for _ in range(1000):
+            if sync_started.is_set():
+                return "a"
+            await asyncio.sleep(0.01)
+        return "a alone"
 
     node = ToolNode([nap_sync, nap_async])
-    start = time.perf_counter()
     out = await node(state_of(ai(("nap_sync", {}, "1"), ("nap_async", {}, "2"))))
-    elapsed = time.perf_counter() - start
     assert [m.content for m in out["messages"]] == ["s", "a"]
-    assert 0.19 <= elapsed < 0.38  # one after the other would take 0.4 s
 
 
 async def test_order_is_call_order_whatever_the_finish_order() -> None:

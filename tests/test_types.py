@@ -7,16 +7,25 @@ signatures for users' type checkers (positional content works, wrong types are c
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+# Two mypy processes must not share a cache directory at once (they can crash on it). Under
+# pytest-xdist these tests stay on one worker (``--dist loadgroup``), one after the other,
+# sharing that worker's cache; each worker has its own cache directory in any case.
+pytestmark = pytest.mark.xdist_group("mypy")
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+CACHE_DIR = ROOT / ".mypy_cache" / _WORKER if _WORKER else ROOT / ".mypy_cache"
 
 
 def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mypy", *args],
+        [sys.executable, "-m", "mypy", "--cache-dir", str(CACHE_DIR), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -25,6 +34,7 @@ def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a mypy process: 20-30 s on a cold cache
 def test_package_type_checks_clean() -> None:
     result = _mypy("threadloom")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -51,6 +61,7 @@ reveal_type(AIMessage("done"))
 """
 
 
+@pytest.mark.slow  # a mypy process: 20-30 s on a cold cache
 def test_message_constructors_accept_positional_content() -> None:
     result = _mypy("-c", USER_CODE)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -58,6 +69,7 @@ def test_message_constructors_accept_positional_content() -> None:
     assert 'Revealed type is "threadloom.messages.types.AIMessage"' in result.stdout
 
 
+@pytest.mark.slow  # a mypy process: 20-30 s on a cold cache
 def test_message_constructors_still_reject_wrong_content() -> None:
     result = _mypy("-c", "from threadloom.messages import HumanMessage\nHumanMessage(42)\n")
     assert result.returncode == 1, result.stdout + result.stderr
