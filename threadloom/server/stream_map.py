@@ -1,0 +1,97 @@
+"""From the engine's stream to SSE events, in LangGraph's server's names and shapes.
+
+The wire modes a run asks for map onto the engine's: ``messages-tuple`` is the engine's
+``messages`` and arrives as event ``messages`` with data ``[chunk, metadata]``;
+``messages`` (LangChain's accumulated form) arrives as ``messages/metadata`` (once per
+message), then ``messages/partial`` with the message so far; ``tasks`` are the task
+start and result entries of the engine's ``debug``. A subgraph's event is named
+``mode|ns1|ns2`` (``stream_subgraphs``). An interrupt is an ``updates`` event
+``{"__interrupt__": [...]}``, and the run's last ``values`` event carries it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from threadloom.messages.types import AIMessageChunk, BaseMessage
+from threadloom.server.wire import dumps, jsonable, message_json
+
+WIRE_TO_ENGINE = {"values": "values", "updates": "updates", "messages-tuple": "messages",
+                  "messages": "messages", "custom": "custom", "debug": "debug",
+                  "tasks": "debug", "checkpoints": "checkpoints"}
+UNSUPPORTED = frozenset({"events"})
+
+
+def engine_modes(wire: Sequence[str]) -> list[str]:
+    """The engine modes a run streams with: those ``wire`` needs, plus ``values`` and
+    ``updates`` (the run's output and interrupts come from them)."""
+    modes = {"values", "updates"}
+    modes.update(WIRE_TO_ENGINE[m] for m in wire if m in WIRE_TO_ENGINE)
+    return sorted(modes)
+
+
+class StreamMapper:
+    """Turns engine events into ``(event name, JSON data)`` pairs for one run.
+
+    Args:
+        wire_modes: the modes the client asked for.
+    """
+
+    def __init__(self, wire_modes: Sequence[str]) -> None:
+        self.wire = frozenset(wire_modes)
+        self.last_values: Any = None
+        self._seen_messages: dict[str, BaseMessage] = {}
+
+    def map(self, namespace: tuple[str, ...], mode: str, payload: Any
+            ) -> Iterable[tuple[str, str]]:
+        """The SSE events of one engine event (none when the client did not ask)."""
+        suffix = "|" + "|".join(namespace) if namespace else ""
+        if mode == "values":
+            if not namespace:
+                self.last_values = payload
+            if "values" in self.wire:
+                yield "values" + suffix, dumps(payload)
+        elif mode == "updates":
+            if "updates" in self.wire:
+                yield "updates" + suffix, dumps(payload)
+        elif mode == "messages":
+            yield from self._messages(suffix, payload)
+        elif mode == "debug":
+            if "debug" in self.wire:
+                yield "debug" + suffix, dumps(payload)
+            if "tasks" in self.wire and isinstance(payload, dict) and \
+                    payload.get("type") in ("task", "task_result"):
+                yield "tasks" + suffix, dumps(payload.get("payload"))
+        elif mode in self.wire:  # custom, checkpoints
+            yield mode + suffix, dumps(payload)
+
+    def _messages(self, suffix: str, payload: Any) -> Iterable[tuple[str, str]]:
+        chunk, meta = payload
+        if "messages-tuple" in self.wire:
+            yield "messages" + suffix, dumps([chunk, meta])
+        if "messages" not in self.wire or not isinstance(chunk, BaseMessage):
+            return
+        key = chunk.id or ""
+        so_far = self._seen_messages.get(key)
+        if so_far is None:
+            yield "messages/metadata" + suffix, dumps({key: {"metadata": meta}})
+            merged: BaseMessage = chunk
+        elif isinstance(so_far, AIMessageChunk) and isinstance(chunk, AIMessageChunk):
+            merged = so_far + chunk
+        else:
+            merged = chunk
+        self._seen_messages[key] = merged
+        body = message_json(merged)
+        if body.get("type") == "AIMessageChunk":
+            body["type"] = "ai"
+        yield "messages/partial" + suffix, dumps([body])
+
+    def final_values(self, interrupts: Sequence[Any]) -> tuple[str, str] | None:
+        """The last ``values`` event of an interrupted run (state plus ``__interrupt__``),
+        as LangGraph's server sends it; None when the client asked no ``values``."""
+        if "values" not in self.wire or not interrupts:
+            return None
+        values = dict(self.last_values) if isinstance(self.last_values, dict) else {}
+        values["__interrupt__"] = [jsonable(i) for i in interrupts]
+        return "values", dumps(values)
