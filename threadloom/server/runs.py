@@ -210,7 +210,8 @@ class RunManager:
         job = self._jobs.get(run_id)
         self._cancel_action[run_id] = action
         state = await self.queue.cancel(run_id)
-        if state == "queued" and job is not None:
+        # a run cancelled before its execution began has no bookkeeping of its own yet
+        if state != "unknown" and job is not None and run_id in self._jobs:
             self._cancel_action.pop(run_id, None)
             self._jobs.pop(run_id, None)
             if action == "rollback":

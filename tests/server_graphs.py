@@ -1,0 +1,98 @@
+"""Graphs the server tests serve (imported by the server from this file's path)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TypedDict
+
+from threadloom import (
+    END,
+    START,
+    AIMessage,
+    MessagesState,
+    ScriptedChatModel,
+    StateGraph,
+    create_agent,
+    get_stream_writer,
+    interrupt,
+    tool,
+)
+
+
+def echo(state: MessagesState) -> dict:
+    get_stream_writer()({"progress": "echoing"})
+    return {"messages": [AIMessage(content="echo: " + str(state["messages"][-1].content))]}
+
+
+_g = StateGraph(MessagesState)
+_g.add_node("echo", echo)
+_g.add_edge(START, "echo")
+_g.add_edge("echo", END)
+echo_graph = _g
+
+
+class Ask(TypedDict, total=False):
+    text: str
+    answer: str
+
+
+def boom(state: Ask) -> dict:
+    if state["text"] == "boom":
+        raise ValueError("kaboom")
+    return {"text": state["text"] + "!"}
+
+
+def ask(state: Ask) -> dict:
+    return {"answer": str(interrupt({"question": "ok?", "text": state["text"]}))}
+
+
+_h = StateGraph(Ask)
+_h.add_node("boom", boom)
+_h.add_node("ask", ask)
+_h.add_edge(START, "boom")
+_h.add_edge("boom", "ask")
+_h.add_edge("ask", END)
+human_graph = _h.compile()
+
+SLOW_S = float(os.environ.get("TL_TEST_SLOW_S", "1.0"))
+
+
+async def slow_step(state: Ask) -> dict:
+    await asyncio.sleep(SLOW_S)
+    return {"text": state["text"] + "."}
+
+
+_k = StateGraph(Ask)
+_k.add_node("slow", slow_step)
+_k.add_node("slow2", slow_step)
+_k.add_edge(START, "slow")
+_k.add_edge("slow", "slow2")
+_k.add_edge("slow2", END)
+slow_graph = _k
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first
+        b: the second
+    """
+    return a + b
+
+
+def _reply(messages: list, tools: list) -> AIMessage:
+    last = messages[-1]
+    if last.type == "tool":
+        return AIMessage(content=f"the sum is {last.content}")
+    if "add" in str(last.content):
+        return AIMessage(content="", tool_calls=[{"name": "add", "args": {"a": 2, "b": 3},
+                                                  "id": "call_1"}])
+    return AIMessage(content=f"you said: {last.content}")
+
+
+def make_agent():
+    """A tool-calling agent on a scripted model (no network)."""
+    return create_agent(ScriptedChatModel(_reply), [add], system_prompt="Be brief.")
