@@ -38,8 +38,7 @@ def _assistant(request: Request) -> Assistant:
 async def search(request: Request) -> Response:
     """``POST /assistants/search``."""
     state = server(request)
-    body = await body_as(request, AssistantSearch, state.limits.max_body_bytes,
-                         allow_empty=True)
+    body = await body_as(request, AssistantSearch, state.limits.max_body_bytes)
     found = state.assistants.search(body.graph_id, body.name, body.metadata)
     if body.sort_by:
         found.sort(key=lambda a: str(a.json()[body.sort_by]),  # type: ignore[index]
@@ -50,8 +49,7 @@ async def search(request: Request) -> Response:
 async def count(request: Request) -> Response:
     """``POST /assistants/count``."""
     state = server(request)
-    body = await body_as(request, AssistantSearch, state.limits.max_body_bytes,
-                         allow_empty=True)
+    body = await body_as(request, AssistantSearch, state.limits.max_body_bytes)
     return JSON(len(state.assistants.search(body.graph_id, body.name, body.metadata)))
 
 

@@ -196,7 +196,7 @@ async def cancel_run(request: Request) -> Response:
 async def cancel_many(request: Request) -> Response:
     """``POST /runs/cancel``: by ``run_ids``, or a thread's ``pending``/``running``/all."""
     state = server(request)
-    body = await body_as(request, CancelMany, state.limits.max_body_bytes, allow_empty=True)
+    body = await body_as(request, CancelMany, state.limits.max_body_bytes)
     action = request.query_params.get("action") or "interrupt"
     if action not in ("interrupt", "rollback"):
         raise ApiError(422, f"action: must be 'interrupt' or 'rollback', got {action!r}")

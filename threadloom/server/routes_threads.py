@@ -40,7 +40,7 @@ async def create_thread(request: Request) -> Response:
 async def search_threads(request: Request) -> Response:
     """``POST /threads/search``: by metadata, values, ids and status; limit/offset."""
     state = server(request)
-    body = await body_as(request, ThreadSearch, state.limits.max_body_bytes, allow_empty=True)
+    body = await body_as(request, ThreadSearch, state.limits.max_body_bytes)
     found = await state.threads.search(owner(request), metadata=body.metadata,
                                        values=body.values, ids=body.ids, status=body.status,
                                        sort_by=body.sort_by, sort_order=body.sort_order)
@@ -53,7 +53,7 @@ async def search_threads(request: Request) -> Response:
 async def count_threads(request: Request) -> Response:
     """``POST /threads/count``: how many threads match."""
     state = server(request)
-    body = await body_as(request, ThreadSearch, state.limits.max_body_bytes, allow_empty=True)
+    body = await body_as(request, ThreadSearch, state.limits.max_body_bytes)
     found = await state.threads.search(owner(request), metadata=body.metadata,
                                        values=body.values, ids=body.ids, status=body.status)
     return JSON(len(found))
@@ -68,7 +68,7 @@ async def patch_thread(request: Request) -> Response:
     """``PATCH /threads/{thread_id}``: merge metadata."""
     state = server(request)
     thread_id = request.path_params["thread_id"]
-    body = await body_as(request, ThreadPatch, state.limits.max_body_bytes, allow_empty=True)
+    body = await body_as(request, ThreadPatch, state.limits.max_body_bytes)
     thread = await state.threads.patch(owner(request), thread_id, body.metadata)
     if thread is None:
         raise ApiError(404, f"Thread with ID {thread_id} not found")
@@ -187,8 +187,7 @@ async def history(request: Request) -> Response:
     state = server(request)
     thread = await thread_or_404(request, request.path_params["thread_id"])
     if request.method == "POST":
-        body = await body_as(request, HistoryQuery, state.limits.max_body_bytes,
-                             allow_empty=True)
+        body = await body_as(request, HistoryQuery, state.limits.max_body_bytes)
     else:
         body = HistoryQuery(limit=query_int(request, "limit", 10, low=1, high=1000))
     assistant = thread_assistant(state, thread)
