@@ -16,9 +16,9 @@ module maps to its distributions through ``importlib.metadata.packages_distribut
 the distribution (PEP 503 name) must be declared in:
 
 - ``threadloom/``: ``[project.dependencies]`` or any extra;
-- ``tests/``, ``notebooks/``: the dependencies or ``dev`` (the README's test command
-  installs ``dev``);
-- ``benchmarks/``: the dependencies, ``bench`` or ``dev``.
+- ``tests/``, ``notebooks/``: the dependencies, ``dev`` or ``server`` (the README's test
+  command installs both; the server tests start the real server);
+- ``benchmarks/``: the dependencies, ``bench``, ``dev`` or ``server``.
 
 A module that no installed distribution provides fails, naming the file and the module.
 The one exception is a peer that the benchmarks import lazily while the ``bench`` extra is
@@ -46,9 +46,9 @@ DEPS = ""  # the group name used here for [project.dependencies]
 # Where a module is imported -> the groups that may declare its distribution (None: any).
 ALLOWED: dict[str, frozenset[str] | None] = {
     "threadloom": None,
-    "tests": frozenset({DEPS, "dev"}),
-    "notebooks": frozenset({DEPS, "dev"}),
-    "benchmarks": frozenset({DEPS, "bench", "dev"}),
+    "tests": frozenset({DEPS, "dev", "server"}),
+    "notebooks": frozenset({DEPS, "dev", "server"}),
+    "benchmarks": frozenset({DEPS, "bench", "dev", "server"}),
 }
 # Import name -> distribution, for bench peers whose import name is not their distribution
 # name; used only while that distribution is not installed.
@@ -243,12 +243,12 @@ def test_the_check_reads_every_place(env: Environment):
 
 
 def test_the_readme_test_command_installs_dev():
-    # ALLOWED lets tests/ rely on [dev] because the README's test command (which .ci/run
-    # runs in a new virtual environment) installs it.
+    # ALLOWED lets tests/ rely on [dev] and [server] because the README's test command
+    # (which .ci/run runs in a new virtual environment) installs them.
     block = (ROOT / "README.md").read_text(encoding="utf-8").split("<!-- test-command -->")[1]
     command = block.split("```bash\n", 1)[1].split("\n```", 1)[0]
     installed = re.search(r"pip install -e '\.\[([^\]]*)\]'", command)
-    assert installed and "dev" in installed.group(1).split(","), command
+    assert installed and {"dev", "server"} <= set(installed.group(1).split(",")), command
 
 
 # -- the check can fail: synthetic sources ------------------------------------------------

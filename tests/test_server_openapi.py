@@ -9,8 +9,13 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from server_harness import HERE, running
 
-from threadloom.server import routes_assistants, routes_meta, routes_openai, routes_runs
-from threadloom.server import routes_threads
+from threadloom.server import (
+    routes_assistants,
+    routes_meta,
+    routes_openai,
+    routes_runs,
+    routes_threads,
+)
 from threadloom.server.openapi import TABLE
 
 pytestmark = pytest.mark.xdist_group("server")

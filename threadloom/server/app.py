@@ -22,8 +22,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from threadloom.server import routes_assistants, routes_meta, routes_openai, routes_runs
-from threadloom.server import routes_threads
+from threadloom.server import (
+    routes_assistants,
+    routes_meta,
+    routes_openai,
+    routes_runs,
+    routes_threads,
+)
 from threadloom.server.auth import Authenticate, authenticate, scope_for
 from threadloom.server.db import Database
 from threadloom.server.eventlog import EventLog

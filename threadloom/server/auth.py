@@ -23,7 +23,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 SCOPES = ("assistants:read", "threads:read", "threads:write", "runs:read", "runs:write")
 _READ_POSTS = ("/search", "/count", "/history", "/state/checkpoint")
@@ -45,7 +45,7 @@ class Principal:
 
 ANONYMOUS = Principal("")
 Authenticate = Callable[[Mapping[str, str]],
-                        Union[Principal, None, Awaitable[Union[Principal, None]]]]
+                        Principal | None | Awaitable[Principal | None]]
 
 
 def hash_key(key: str) -> str:

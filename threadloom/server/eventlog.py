@@ -98,8 +98,8 @@ class EventLog:
         """Add one event to an open run's log; returns its sequence number."""
         live = self._live[run_id]
         if len(data) > self.max_event_bytes:
-            data = ('{"error":"EventTooLarge","message":"event of %d characters over the '
-                    'limit of %d"}' % (len(data), self.max_event_bytes))
+            data = (f'{{"error":"EventTooLarge","message":"event of {len(data)} characters '
+                    f'over the limit of {self.max_event_bytes}"}}')
         seq = live.base + len(live.events)
         live.events.append(Event(seq, event, data))
         self._pending.append((run_id, seq, event, data, time.time()))

@@ -82,8 +82,8 @@ def _operation(method: str, path: str, summary: str, body: type[BaseModel] | Non
     media = "text/event-stream" if path in _SSE else "application/json"
     op: dict[str, Any] = {
         "summary": summary,
-        "operationId": f"{method}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '')}"
-        or method,
+        "operationId": method + "_" + "_".join(
+            p.strip("{}") for p in path.split("/") if p).replace(".", "_"),
         "parameters": params,
         "responses": {
             "200": {"description": "OK", "content": {media: {}}},

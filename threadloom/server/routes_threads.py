@@ -20,7 +20,8 @@ from threadloom.server.schemas import (
 from threadloom.server.state import owner, server, thread_assistant, thread_or_404
 from threadloom.server.wire import checkpoint_ref, jsonable, snapshot_json
 
-EMPTY_STATE = {"values": {}, "next": [], "tasks": [], "metadata": None, "created_at": None,
+EMPTY_STATE: dict[str, Any] = {
+    "values": {}, "next": [], "tasks": [], "metadata": None, "created_at": None,
                "checkpoint": None, "parent_checkpoint": None, "interrupts": [],
                "checkpoint_id": None, "parent_checkpoint_id": None}
 

@@ -7,6 +7,7 @@ had (``unfinished`` lists those a crash left pending or running).
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from typing import Any
@@ -97,14 +98,14 @@ class Runs:
             return True
         return await self.db.run(drop)
 
-    async def active(self, thread_id: str) -> list[dict[str, Any]]:
+    async def active(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """The thread's pending and running runs, oldest first."""
         rows = await self.db.run(lambda tx: tx.execute(
             f"SELECT {_COLS} FROM tl_srv_runs WHERE thread_id = ? AND status IN "
             "('pending', 'running') ORDER BY ord", (thread_id,)).fetchall())
         return [_row(r) for r in rows]
 
-    async def unfinished(self) -> list[tuple[dict[str, Any], str]]:
+    async def unfinished(self) -> builtins.list[tuple[dict[str, Any], str]]:
         """``(run, owner)`` of every run left pending or running, oldest first."""
         rows = await self.db.run(lambda tx: tx.execute(
             f"SELECT {_COLS}, owner FROM tl_srv_runs WHERE status IN ('pending', 'running') "
