@@ -5,10 +5,10 @@ PostgreSQL database and ``search_path`` (``--postgres``), and hold what the chec
 do not: who owns a thread, its metadata and status, the runs and their statuses, and
 every streamed event with its sequence number.
 
-``Database.run(fn)`` runs ``fn(tx)`` in one transaction on a worker thread, so the event
-loop never waits on the disk; ``tx.execute(sql, params)`` takes SQL written with ``?``
+``Database.run(fn)`` runs ``fn(tx)`` in one transaction; ``tx.execute(sql, params)`` takes SQL written with ``?``
 placeholders for both engines. SQLite uses one connection (WAL, ``synchronous=NORMAL``)
-behind a lock; PostgreSQL a small psycopg pool.
+behind a lock, on the event loop's own thread (its transactions are
+shorter than a hand-off to a worker); PostgreSQL a small psycopg pool, on worker threads.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Database:
     """
 
     postgres = False
+    inline = False  # run transactions on the event loop's thread (fast local engines)
 
     def transaction(self) -> Any:  # pragma: no cover - each engine has its own
         raise NotImplementedError
@@ -105,7 +106,9 @@ class Database:
             return fn(tx)
 
     async def run(self, fn: Callable[[Tx], T]) -> T:
-        """``fn(tx)`` in one transaction, on a worker thread."""
+        """``fn(tx)`` in one transaction: on a worker thread, or (SQLite) right here."""
+        if self.inline:
+            return self.run_sync(fn)
         return await to_worker(self.run_sync, fn)
 
     def migrate(self) -> None:
@@ -120,6 +123,11 @@ class Database:
 
 
 class _Sqlite(Database):
+    # A local SQLite transaction (WAL, synchronous=NORMAL: no fsync per commit) takes tens
+    # of microseconds; handing it to a worker thread costs more than that, in GIL
+    # hand-offs that stall the event loop under load, so it runs inline.
+    inline = True
+
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()

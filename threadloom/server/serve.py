@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from threadloom.server.app import create_app
@@ -17,6 +18,14 @@ from threadloom.server.config import ConfigError, ServerConfig
 from threadloom.server.db import Database
 from threadloom.server.graphs import Assistants, GraphLoadError, load_graphs
 from threadloom.server.state import Limits
+
+
+def server_tables_path(db: str) -> str:
+    """Where the server's own tables live beside the SQLite checkpoints ``db``: a second
+    file (``x.db`` -> ``x.server.db``), so the run bookkeeping and the event log never
+    wait for the checkpointer's write lock (SQLite has one writer per file)."""
+    path = Path(db)
+    return str(path.with_name(path.stem + ".server" + (path.suffix or ".db")))
 
 
 def open_store(config: ServerConfig) -> tuple[Any, Database]:
@@ -29,7 +38,7 @@ def open_store(config: ServerConfig) -> tuple[Any, Database]:
                 Database.postgres_db(config.postgres))
     from threadloom.checkpoint.sqlite import SqliteCheckpointer
 
-    return SqliteCheckpointer(config.db), Database.sqlite(config.db)
+    return SqliteCheckpointer(config.db), Database.sqlite(server_tables_path(config.db))
 
 
 def open_app(config: ServerConfig, limits: Limits | None = None) -> Any:
