@@ -96,3 +96,32 @@ def _reply(messages: list, tools: list) -> AIMessage:
 def make_agent():
     """A tool-calling agent on a scripted model (no network)."""
     return create_agent(ScriptedChatModel(_reply), [add], system_prompt="Be brief.")
+
+
+class Ctx(TypedDict, total=False):
+    text: str
+
+
+def _inner(state: Ctx) -> dict:
+    return {"text": state["text"] + "+inner"}
+
+
+_sub = StateGraph(Ctx)
+_sub.add_node("inner", _inner)
+_sub.add_edge(START, "inner")
+_sub.add_edge("inner", END)
+
+
+def _outer(state: Ctx, runtime) -> dict:  # noqa: ANN001 - the engine's Runtime
+    who = (runtime.context or {}).get("who", "nobody") if isinstance(runtime.context, dict) \
+        else "nobody"
+    return {"text": state["text"] + f"+outer({who})"}
+
+
+_p = StateGraph(Ctx)
+_p.add_node("outer", _outer)
+_p.add_node("child", _sub.compile())
+_p.add_edge(START, "outer")
+_p.add_edge("outer", "child")
+_p.add_edge("child", END)
+nested_graph = _p

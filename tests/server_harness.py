@@ -32,6 +32,7 @@ GRAPHS = {
     "human": f"{HERE / 'server_graphs.py'}:human_graph",
     "slow": f"{HERE / 'server_graphs.py'}:slow_graph",
     "agent": f"{HERE / 'server_graphs.py'}:make_agent",
+    "nested": f"{HERE / 'server_graphs.py'}:nested_graph",
 }
 
 

@@ -25,7 +25,8 @@ def client(url):
 
 
 def test_models_list_the_assistants(client):
-    assert sorted(m.id for m in client.models.list()) == ["agent", "echo", "human", "slow"]
+    assert sorted(m.id for m in client.models.list()) == ["agent", "echo", "human", "nested",
+                                                          "slow"]
 
 
 def test_completion_runs_the_agent(client):

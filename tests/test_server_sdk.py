@@ -48,7 +48,7 @@ async def test_assistants(client):
     schemas = await client.assistants.get_schemas(aid)
     assert "messages" in schemas["state_schema"]["properties"]
     assert await client.assistants.get_subgraphs(aid) == {}
-    assert len(await client.assistants.search(limit=10)) == 4
+    assert len(await client.assistants.search(limit=10)) == 5
 
 
 async def test_stream_modes_and_state(client):
