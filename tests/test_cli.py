@@ -420,7 +420,7 @@ def test_view_prints_each_tool_call_once_streamed_or_not():
     import io
 
     from threadloom import AIMessage, AIMessageChunk
-    from threadloom.cli_view import RunView
+    from threadloom.cli.view import RunView
 
     call = {"name": "cancel_order", "args": {"order_id": 1004}, "id": "c1", "type": "tool_call"}
     # A model prompted for tool calls as JSON streams text; its call exists only in the

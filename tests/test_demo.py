@@ -276,8 +276,8 @@ def test_demo_with_the_real_local_model(tmp_path):
 def test_fallback_to_scripted_when_llama_cpp_is_missing(monkeypatch, capsys):
     import importlib.util
 
-    from threadloom import cli_demo
-    from threadloom.cli_common import CliError
+    from threadloom.cli import demo as cli_demo
+    from threadloom.cli.common import CliError
     from threadloom.models import ScriptedChatModel
 
     real = importlib.util.find_spec
@@ -295,7 +295,7 @@ def test_fallback_to_scripted_when_llama_cpp_is_missing(monkeypatch, capsys):
 
 
 def test_fallback_when_the_model_file_cannot_be_had(monkeypatch, capsys):
-    from threadloom import cli_demo
+    from threadloom.cli import demo as cli_demo
     from threadloom.engine.errors import ModelError
     from threadloom.models import local
 
@@ -316,7 +316,7 @@ def test_fallback_when_the_model_file_cannot_be_had(monkeypatch, capsys):
 
 
 def test_openai_environment_and_explicit_specs(monkeypatch):
-    from threadloom import cli_demo
+    from threadloom.cli import demo as cli_demo
     from threadloom.models import OpenAIChatModel, ScriptedChatModel
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")

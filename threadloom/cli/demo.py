@@ -32,8 +32,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from threadloom.cli_common import CliError, dumps, friendly, open_checkpointer
-from threadloom.cli_run import new_view, require_thread, stream_run
+from threadloom.cli.common import CliError, dumps, friendly, open_checkpointer
+from threadloom.cli.run import new_view, require_thread, stream_run
 from threadloom.demo import DEFAULT_QUESTION, DemoData, demo_brain
 from threadloom.demo.data import demo_thread_model
 from threadloom.engine.errors import ModelError
@@ -168,7 +168,7 @@ def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
 def _ask() -> dict[str, Any]:
     """Ask on the terminal until the answer is y(es), n(o) or e(dit); a typo asks again
     (it must not reject the call by accident)."""
-    from threadloom.cli_common import parse_json_arg
+    from threadloom.cli.common import parse_json_arg
 
     while True:
         answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n")

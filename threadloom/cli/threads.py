@@ -41,7 +41,7 @@ from rich.table import Table
 from rich.text import Text
 
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
-from threadloom.cli_common import (
+from threadloom.cli.common import (
     CliError,
     as_graph,
     dumps,
@@ -49,11 +49,11 @@ from threadloom.cli_common import (
     load_target,
     parse_json_arg,
 )
-from threadloom.cli_common import open_checkpointer as _open
-from threadloom.cli_run import DEFAULT_DB, require_thread
+from threadloom.cli.common import open_checkpointer as _open
+from threadloom.cli.run import DEFAULT_DB, require_thread
 from threadloom.engine.errors import CheckpointError, ThreadBusyError
 
-DEMO_DB = "threadloom-demo.db"  # the demo's default file (see cli_demo)
+DEMO_DB = "threadloom-demo.db"  # the demo's default file (see cli.demo)
 
 LEASE_S = 60.0  # how long fork/delete hold a thread (their write takes well under that)
 _OWNER = f"{socket.gethostname()}:{os.getpid()}:cli-{uuid.uuid4().hex[:8]}"  # see leases.py

@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from threadloom.cli_common import (
+from threadloom.cli.common import (
     CliError,
     as_graph,
     dumps,
@@ -29,7 +29,7 @@ from threadloom.cli_common import (
     open_checkpointer,
     parse_json_arg,
 )
-from threadloom.cli_view import RunView
+from threadloom.cli.view import RunView
 
 __all__ = ["DEFAULT_DB", "require_thread", "resume_command", "run_command", "stream_run"]
 
@@ -222,7 +222,7 @@ def resume_command(
     """Answer a pending interrupt (e.g. a tool approval) and continue the run."""
     payload = resume_payload(approve, reject, reason, edit, value)
     if graph is None:
-        from threadloom.cli_demo import DEMO_DB, continue_demo
+        from threadloom.cli.demo import DEMO_DB, continue_demo
 
         continue_demo(thread, payload, db or DEMO_DB, model)
         return

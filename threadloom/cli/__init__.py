@@ -10,8 +10,8 @@ Commands:
 
 Every command reports a failure as one line on stderr (``error: ...``) and exits with 1
 (2 for usage problems such as a module path that does not import); set
-``THREADLOOM_DEBUG=1`` for tracebacks. The command bodies live in ``cli_run``,
-``cli_threads`` and ``cli_demo``.
+``THREADLOOM_DEBUG=1`` for tracebacks. The command bodies live in ``run``,
+``threads`` and ``demo`` of this package.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from threadloom.cli_common import CliError, as_graph, friendly, load_target
-from threadloom.cli_demo import demo_command
-from threadloom.cli_run import resume_command, run_command
-from threadloom.cli_threads import threads_app
+from threadloom.cli.common import CliError, as_graph, friendly, load_target
+from threadloom.cli.demo import demo_command
+from threadloom.cli.run import resume_command, run_command
+from threadloom.cli.threads import threads_app
 
 __all__ = ["app", "main"]
 
@@ -210,6 +210,3 @@ def main() -> None:
             reconfigure(errors="backslashreplace")
     app()
 
-
-if __name__ == "__main__":
-    main()

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import IO, Any
 
-from threadloom.cli_common import dumps, printable
+from threadloom.cli.common import dumps, printable
 
 __all__ = ["RunView"]
 
