@@ -1,17 +1,10 @@
 """``threadloom demo``: the demo agent on the embedded defaults, and the demo side of
-``threadloom resume``.
+``threadloom resume`` (``continue_demo``). The model is chosen in ``demo_model``, an
+approval asked in ``approval``.
 
-Model choice, in order: ``--scripted``; ``--model SPEC`` (``local:smollm2``,
-``openai:gpt-4o-mini``, ``ollama:llama3.2``, ``scripted``); the model a resumed thread
-used before; ``openai:gpt-4o-mini`` when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set;
-else the local model (pulled first, with a progress bar, when it is not cached). When the
-local model cannot be had (``xllamacpp`` missing, no file and no network, or the server
-does not start), a one-line notice says so and the scripted demo model is used instead.
-
-An OpenAI-compatible model's client is made before the thread starts, so missing
-credentials are refused at once; with ``OPENAI_BASE_URL`` set, errors name that URL. A new
-thread whose very first model call fails (a wrong model name, no server) is removed again
-rather than left behind as an ``error`` thread; a resumed thread is always kept.
+A new thread whose very first model call fails (a wrong model name, no server) is
+removed again rather than left behind as an ``error`` thread; a resumed thread is always
+kept.
 
 The checks come before the file is written: ``--db``'s path, then for ``--resume`` (and
 ``threadloom resume`` without ``--graph``), read-only, that the thread is there, was
@@ -23,115 +16,22 @@ application's SQLite file.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 import uuid
 from typing import Any
 
 import typer
-from rich.console import Console
 
-from threadloom.cli.common import CliError, dumps, friendly, open_checkpointer
-from threadloom.cli.run import new_view, require_thread, stream_run
-from threadloom.demo import DEFAULT_QUESTION, DemoData, demo_brain
+from threadloom.cli.approval import answer_for
+from threadloom.cli.common import CliError, friendly
+from threadloom.cli.demo_model import choose_model, scripted_model
+from threadloom.cli.render import dumps
+from threadloom.cli.store import DEMO_DB, open_checkpointer, require_thread
+from threadloom.cli.view import new_view, stream_run
+from threadloom.demo import DEFAULT_QUESTION, DemoData
 from threadloom.demo.data import demo_thread_model
 from threadloom.engine.errors import ModelError
 
-__all__ = ["DEMO_DB", "choose_model", "continue_demo", "demo_command", "require_demo_thread"]
-
-DEMO_DB = "threadloom-demo.db"
-LOCAL_DEFAULT = "local:smollm2"
-# Generation defaults; they land in LocalChatModel's ``**generation_kwargs``.
-LOCAL_KWARGS: dict[str, Any] = {"temperature": 0.2, "max_tokens": 256, "seed": 7}
-
-
-def _scripted() -> Any:
-    from threadloom.models import ScriptedChatModel
-
-    return ScriptedChatModel(demo_brain, name="threadloom-demo-scripted")
-
-
-def _local(name: str) -> tuple[Any, str | None]:
-    """A started ``LocalChatModel``, or ``(None, why not)``."""
-    from threadloom.engine.errors import ModelError
-
-    if importlib.util.find_spec("xllamacpp") is None:
-        return None, "xllamacpp is not installed (pip install 'threadloom[local]')"
-    from threadloom.models.local import LOCAL_MODELS, LocalChatModel, resolve_model
-
-    try:
-        resolve_model(name)
-    except ModelError as exc:
-        if name.lower() not in LOCAL_MODELS:
-            return None, str(exc)
-        from threadloom.cli import pull_with_progress
-
-        try:
-            pull_with_progress(name, Console(stderr=True))
-        except ModelError as pull_exc:
-            return None, f"model {name!r} is not cached and could not be fetched ({pull_exc})"
-    model = LocalChatModel(name, **LOCAL_KWARGS)
-    try:
-        _ = model.base_url  # starts the llama.cpp server now, not mid-run
-    except ModelError as exc:
-        return None, f"the llama.cpp server did not start ({exc})"
-    return model, None
-
-
-def choose_model(spec: str | None, scripted: bool = False,
-                 remembered: str | None = None) -> tuple[Any, str]:
-    """Pick the demo's chat model (see the module doc for the order).
-
-    Returns:
-        ``(model, spec)`` where ``spec`` is what was used (``"scripted"`` after a fallback).
-
-    Raises:
-        CliError: an explicitly requested local model cannot be had, or a bad spec.
-    """
-    explicit = "scripted" if scripted else spec
-    chosen = explicit or remembered
-    if chosen is None:
-        env = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
-        chosen = "openai:gpt-4o-mini" if env else LOCAL_DEFAULT
-    if chosen == "scripted":
-        return _scripted(), "scripted"
-    if chosen.startswith("local:"):
-        model, why = _local(chosen.partition(":")[2] or "smollm2")
-        if model is not None:
-            return model, chosen
-        if explicit:
-            raise CliError(f"{chosen} is not available: {why}")
-        typer.echo(f"notice: local model unavailable ({why}); using the scripted demo model",
-                   err=True)
-        return _scripted(), "scripted"
-    return _remote(chosen), chosen
-
-
-def _remote(spec: str) -> Any:
-    """An OpenAI-compatible model for ``spec``, its client made now (no request is sent):
-    missing credentials fail here, before a thread is started. With ``OPENAI_BASE_URL``
-    set, an ``openai:`` model gets that URL explicitly, so errors name it.
-
-    Raises:
-        CliError: an unknown provider or empty name (exit 2), or the client cannot be made.
-    """
-    from threadloom.engine.errors import ModelError
-    from threadloom.models import init_chat_model
-
-    provider, sep, _ = spec.partition(":")
-    kwargs: dict[str, Any] = {}
-    if (provider == "openai" or not sep) and os.environ.get("OPENAI_BASE_URL"):
-        kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
-    try:
-        model = init_chat_model(spec, **kwargs)
-    except ValueError as exc:
-        raise CliError(str(exc), 2) from exc
-    try:
-        _ = model.client
-    except ModelError as exc:
-        raise CliError(f"cannot use --model {spec}: {exc}") from exc
-    return model
+__all__ = ["continue_demo", "demo_command", "require_demo_thread"]
 
 
 def require_demo_thread(db: str, thread: str, hint: str) -> None:
@@ -140,51 +40,6 @@ def require_demo_thread(db: str, thread: str, hint: str) -> None:
     """
     if demo_thread_model(db, thread) is None:
         raise CliError(f"thread {thread!r} in {db!r} was not started by the demo; {hint}")
-
-
-_ANSWERS = {"y": "approve", "yes": "approve", "n": "reject", "no": "reject", "e": "edit",
-            "edit": "edit"}
-
-
-def _decision(approve: bool | None, pending: list[Any]) -> Any | None:
-    """The answer to a pending approval: from the flag, the terminal, or None."""
-    if approve is True:
-        return {"approve": True}
-    if approve is False:
-        return {"reject": "rejected on the command line"}
-    if not sys.stdin.isatty():
-        return None
-    for item in pending:
-        value = getattr(item, "value", item)
-        calls = value.get("tool_calls", []) if isinstance(value, dict) else []
-        for call in calls:
-            args = ", ".join(f"{k}={v!r}" for k, v in call.get("args", {}).items())
-            typer.echo(f"approval needed: {call.get('name')}({args})")
-        if not calls:
-            typer.echo(f"approval needed: {dumps(value, indent=None)}")
-    return _ask()
-
-
-def _ask() -> dict[str, Any]:
-    """Ask on the terminal until the answer is y(es), n(o) or e(dit); a typo asks again
-    (it must not reject the call by accident)."""
-    from threadloom.cli.common import parse_json_arg
-
-    while True:
-        answer = typer.prompt("approve? [y]es / [n]o / [e]dit arguments", default="n")
-        choice = _ANSWERS.get(answer.strip().lower())
-        if choice is not None:
-            break
-        typer.echo(f"please answer y, n or e (got {answer.strip()!r})", err=True)
-    if choice == "approve":
-        return {"approve": True}
-    if choice == "edit":
-        while True:  # a typo should not end the demo: ask again
-            try:
-                return {"edit": parse_json_arg(typer.prompt("new arguments (JSON)"), "edit")}
-            except CliError as exc:
-                typer.echo(f"{exc} - try again", err=True)
-    return {"reject": typer.prompt("reason", default="rejected by the user")}
 
 
 def _drive(agent: Any, thread: str, value: Any, approve: bool | None, db_flag: str) -> None:
@@ -200,7 +55,7 @@ def _drive(agent: Any, thread: str, value: Any, approve: bool | None, db_flag: s
         pending = list(agent.get_state(thread_id=thread).interrupts)
         if not pending:
             return
-        decision = _decision(approve, pending)
+        decision = answer_for(approve, pending)
         if decision is None:
             typer.echo(f"thread {thread} is waiting for a human approval (stdin is not a "
                        "terminal, so it was not asked here)")
@@ -299,7 +154,7 @@ def _waiting(db: str, thread: str, hint: str) -> tuple[Any, ...]:
         require_thread(reader, thread, repr(db))
         require_demo_thread(db, thread, hint)
         # the model is never called by get_state, and DemoData writes only when queried
-        agent = build_demo_agent(_scripted(), DemoData(db), reader)
+        agent = build_demo_agent(scripted_model(), DemoData(db), reader)
         return tuple(agent.get_state(thread_id=thread).interrupts)
     finally:
         reader.close()
@@ -331,7 +186,7 @@ def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, 
 
     if pending:
         _need_answer(thread, db, pending, approve)
-        _drive(agent, thread, Command(resume=_decision(approve, list(pending))), approve,
+        _drive(agent, thread, Command(resume=answer_for(approve, list(pending))), approve,
                _db_flag(db))
     if question is not None or not pending:
         question = question or DEFAULT_QUESTION
