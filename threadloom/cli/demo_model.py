@@ -100,16 +100,20 @@ def _remote(spec: str) -> Any:
     set, an ``openai:`` model gets that URL explicitly, so errors name it.
 
     Raises:
-        CliError: an unknown provider or empty name (exit 2), or the client cannot be made.
+        CliError: an unknown provider or empty name, or a malformed ``OPENAI_BASE_URL``
+            (exit 2), or the client cannot be made.
     """
     from threadloom.engine.errors import ModelError
     from threadloom.models import init_chat_model
+    from threadloom.models.openai import check_base_url
 
     provider, sep, _ = spec.partition(":")
     kwargs: dict[str, Any] = {}
     if (provider == "openai" or not sep) and os.environ.get("OPENAI_BASE_URL"):
         kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
     try:
+        if kwargs:
+            check_base_url(kwargs["base_url"], "OPENAI_BASE_URL")
         model = init_chat_model(spec, **kwargs)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
