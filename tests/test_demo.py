@@ -241,8 +241,8 @@ def test_demo_errors_are_one_line(tmp_path):
     missing = demo("demo", "--resume", "nope", cwd=tmp_path)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == [
-        "error: no checkpoint database at 'threadloom-demo.db' (run a graph first, or pass "
-        "--db PATH)"]
+        "error: no checkpoint database at 'threadloom-demo.db' or 'threadloom.db' (run a "
+        "graph or the demo first, or pass --db PATH)"]
     bad = demo("demo", "--model", "martian:x", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown provider 'martian'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1

@@ -15,19 +15,25 @@ import typer
 from threadloom.cli.common import CliError, friendly, parse_json_arg
 from threadloom.cli.demo import continue_demo
 from threadloom.cli.run import report
-from threadloom.cli.store import DEFAULT_DB, DEMO_DB, open_checkpointer, require_thread
+from threadloom.cli.status import ThreadState, next_command
+from threadloom.cli.store import DEMO_DB, Store, choose_store, open_checkpointer, require_thread
 from threadloom.cli.target import as_graph, load_target
 from threadloom.cli.view import new_view, stream_run
 
 __all__ = ["resume_command", "resume_payload"]
 
 
-def _require_waiting_thread(graph: Any, cp: Any, thread_id: str, where: str) -> None:
+def _require_waiting_thread(graph: Any, cp: Any, thread_id: str, store: Store,
+                            target: str) -> None:
     """Raise ``CliError`` unless ``thread_id`` is in ``cp`` (open read-only, so a refused
-    ``resume`` writes nothing) and waits for an answer to an interrupt of ``graph``."""
-    require_thread(cp, thread_id, where)
-    if not graph.get_state(thread_id=thread_id).interrupts:
-        raise CliError(f"thread {thread_id!r} has no pending interrupt to answer")
+    ``resume`` writes nothing) and waits for an answer to an interrupt of ``graph``
+    (``target``); else the message says the thread's state and what to type."""
+    require_thread(cp, thread_id, store.looked)
+    state = ThreadState.of_snapshot(graph.get_state(thread_id=thread_id))
+    if state.kind != "paused":
+        hint = next_command(state, thread_id, f" --db {store.path}", graph=target)
+        raise CliError(f"thread {thread_id!r} has no pending interrupt to answer: it "
+                       f"{state}; {hint}")
 
 
 def resume_payload(approve: bool, reject: bool, reason: str | None, edit: str | None,
@@ -61,7 +67,8 @@ def resume_command(
     reject: bool = typer.Option(False, "--reject", help="reject them (REASON optional)"),
     edit: str | None = typer.Option(None, "--edit", help="JSON: run with these arguments"),
     value: str | None = typer.Option(None, "--value", help="JSON answer for any interrupt"),
-    db: str | None = typer.Option(None, "--db", help="checkpoint file (default: the demo's)"),
+    db: str | None = typer.Option(None, "--db", help="checkpoint file (default: the demo's "
+                                  "file, or threadloom.db, whichever holds the thread)"),
     graph: str | None = typer.Option(None, "--graph", metavar="MODULE:ATTR",
                                      help="the graph (default: the demo agent)"),
     model: str | None = typer.Option(None, "--model", help="demo only: model spec"),
@@ -69,17 +76,20 @@ def resume_command(
     """Answer a pending interrupt (e.g. a tool approval) and continue the run."""
     payload = resume_payload(approve, reject, reason, edit, value)
     if graph is None:
-        continue_demo(thread, payload, db or DEMO_DB, model)
+        store = choose_store(db, None, thread, prefer=DEMO_DB, must_exist=True)
+        continue_demo(thread, payload, store, model)
         return
-    db = db or DEFAULT_DB
     loaded = as_graph(load_target(graph), None, graph)  # all of it before the store
-    reader = open_checkpointer(db, read_only=True)
+    store = choose_store(db, None, thread, must_exist=True)
+    reader = open_checkpointer(store.path, read_only=True)
     try:
-        _require_waiting_thread(as_graph(loaded, reader, graph), reader, thread, repr(db))
+        _require_waiting_thread(as_graph(loaded, reader, graph), reader, thread, store, graph)
     finally:
         reader.close()
-    compiled = as_graph(loaded, open_checkpointer(db), graph)
+    compiled = as_graph(loaded, open_checkpointer(store.path), graph)
     from threadloom.engine.types import Command
 
+    typer.echo(f"thread {thread} | db {store.path}")
     stream_run(compiled, Command(resume=payload), thread, new_view())
-    report(compiled, thread, f"threadloom resume {thread} --value JSON --graph {graph} --db {db}")
+    report(compiled, thread,
+           f"threadloom resume {thread} --value JSON --graph {graph} --db {store.path}")

@@ -10,6 +10,7 @@ another application (``--db`` says so).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import uuid
 from pathlib import Path
@@ -19,7 +20,8 @@ import typer
 
 from threadloom.cli.common import CliError, friendly, parse_json_arg
 from threadloom.cli.render import dumps
-from threadloom.cli.store import DEFAULT_DB, open_checkpointer
+from threadloom.cli.status import ThreadState, next_command
+from threadloom.cli.store import DEFAULT_DB, choose_store, open_checkpointer
 from threadloom.cli.target import as_graph, load_target
 from threadloom.cli.view import new_view, stream_run
 
@@ -58,30 +60,36 @@ def report(graph: Any, thread_id: str, resume_hint: str) -> None:
 def run_command(
     target: str = typer.Argument(..., metavar="MODULE:ATTR",
                                  help="a StateGraph or CompiledGraph, e.g. app.graphs:graph"),
-    input_: str = typer.Option("{}", "--input", "-i",
-                               help="JSON input, @file.json, or null to continue the thread"),
+    input_: str | None = typer.Option(
+        None, "--input", "-i", show_default=False,
+        help="JSON input or @file.json (default {}: a new run), or null to continue the "
+             "thread; needed on a thread that is paused or has not finished"),
     thread: str | None = typer.Option(None, "--thread", "-t", help="thread id (default: new)"),
     stream_mode: StreamMode = typer.Option(
         StreamMode.updates, "--stream-mode", "-s",
         help="what to print in full besides steps/tokens: updates (each node's update), "
              "values (the state after each step), messages (tokens only), custom, debug "
              "(task starts/results and checkpoints), checkpoints (each saved checkpoint)"),
-    db: str = typer.Option(DEFAULT_DB, "--db",
-                           help="SQLite checkpoint file, in an existing directory; created "
-                                "when the run starts. Another application's SQLite file "
-                                "is used too: threadloom adds its tables (tl_*) to it"),
+    db: str | None = typer.Option(
+        None, "--db", show_default=False,
+        help=f"SQLite checkpoint file, in an existing directory; created when the run "
+             f"starts (default: {DEFAULT_DB}, or the demo's file when it holds --thread). "
+             "Another application's SQLite file is used too: threadloom adds its tables "
+             "(tl_*) to it"),
     recursion_limit: int | None = typer.Option(None, "--recursion-limit", min=1),
 ) -> None:
     """Run a graph with SQLite checkpoints, streaming its steps and tokens."""
-    value = parse_json_arg(input_, "--input")
+    value = {} if input_ is None else parse_json_arg(input_, "--input")
     graph = as_graph(load_target(target), None, target)  # all of it before the store
     thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"
-    looked = thread is not None and _check_own_thread(graph, thread_id, db)
-    cp = open_checkpointer(db, must_exist=False)
+    path = choose_store(db, None, thread).path
+    check = _ThreadCheck(target, thread_id, path, input_ is not None)
+    looked = thread is not None and check.read_only(graph)
+    cp = open_checkpointer(path, must_exist=False)
     graph = as_graph(graph, cp, target)
     if thread is not None and not looked:
-        _require_own_thread(graph, cp, thread_id, db)
-    typer.echo(f"thread {thread_id} | db {db}")
+        check.on(graph, cp)
+    typer.echo(f"thread {thread_id} | db {path}")
     config = {"recursion_limit": recursion_limit} if recursion_limit else None
     try:
         stream_run(graph, value, thread_id, new_view(stream_mode.value), (stream_mode.value,),
@@ -89,29 +97,60 @@ def run_command(
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: thread {thread_id} keeps its last checkpoint; continue "
                    f"with: threadloom run {target} --thread {thread_id} --input null "
-                   f"--db {db}", err=True)
+                   f"--db {path}", err=True)
         raise SystemExit(130) from None
     report(graph, thread_id,
-            f"threadloom resume {thread_id} --value JSON --graph {target} --db {db}")
+           f"threadloom resume {thread_id} --value JSON --graph {target} --db {path}")
 
 
-def _check_own_thread(graph: Any, thread_id: str, db: str) -> bool:
-    """``_require_own_thread`` on ``db`` opened read-only, before the run opens it for
-    writing. Returns False when it could not look: no file yet, or one that cannot be
-    read-only opened as threadloom's (another application's, an older schema version,
-    damaged), which the run's own opening then adds tables to, upgrades or reports.
-    """
-    if not db or not Path(db).is_file():
-        return False
-    try:
-        reader = open_checkpointer(db, read_only=True)
-    except CliError:
-        return False
-    try:
-        _require_own_thread(graph, reader, thread_id, db)
-    finally:
-        reader.close()
-    return True
+@dataclasses.dataclass(frozen=True)
+class _ThreadCheck:
+    """What ``run --thread`` checks of an existing thread before it runs: that this graph
+    made it (``_require_own_thread``) and, without ``--input``, that it is not paused or
+    unfinished (a new run would leave that behind without a word)."""
+
+    target: str
+    thread_id: str
+    db: str
+    input_given: bool
+
+    def read_only(self, graph: Any) -> bool:
+        """The checks on ``db`` opened read-only, before the run opens it for writing.
+        Returns False when it could not look: no file yet, or one that cannot be
+        read-only opened as threadloom's (another application's, an older schema
+        version, damaged), which the run's own opening then adds tables to, upgrades or
+        reports.
+        """
+        if not self.db or not Path(self.db).is_file():
+            return False
+        try:
+            reader = open_checkpointer(self.db, read_only=True)
+        except CliError:
+            return False
+        try:
+            self.on(as_graph(graph, reader, self.target), reader)
+        finally:
+            reader.close()
+        return True
+
+    def on(self, graph: Any, cp: Any) -> None:
+        """The checks with ``graph`` compiled on the open store ``cp``.
+
+        Raises:
+            CliError: another graph made the thread; or, without ``--input``, it is
+                paused, failed or stopped (the message says which, and what to type).
+        """
+        _require_own_thread(graph, cp, self.thread_id, self.db)
+        if self.input_given:
+            return
+        state = ThreadState.of_snapshot(graph.get_state(thread_id=self.thread_id))
+        if state.kind == "finished":
+            typer.echo(f"(thread {self.thread_id} {state}: this run starts on its state "
+                       "with input {})", err=True)
+        elif state.kind != "unknown":
+            hint = next_command(state, self.thread_id, f" --db {self.db}", graph=self.target)
+            raise CliError(f"thread {self.thread_id!r} {state}: {hint} (or give --input "
+                           "JSON to start a new run on it)")
 
 
 def _require_own_thread(graph: Any, cp: Any, thread_id: str, db: str) -> None:

@@ -18,7 +18,6 @@ import datetime as _dt
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -28,15 +27,15 @@ from rich.text import Text
 
 from threadloom.cli.common import CliError, friendly
 from threadloom.cli.render import dumps
-from threadloom.cli.store import DEFAULT_DB, DEMO_DB, require_thread
-from threadloom.cli.store import open_checkpointer as _open
+from threadloom.cli.store import DEFAULT_DB, Store, choose_store, default_stores, require_thread
 from threadloom.engine.errors import CheckpointError
 
 __all__ = ["config_of", "find_checkpoint", "history", "list_threads", "opened", "reading",
-           "show", "sqlite_file", "where_of"]
+           "show"]
 
 
-DB = typer.Option(None, "--db", help=f"SQLite checkpoint file (default: {DEFAULT_DB})")
+DB = typer.Option(None, "--db", help=f"SQLite checkpoint file (default: {DEFAULT_DB} or the "
+                                      "demo's file, whichever holds the thread)")
 
 
 PG = typer.Option(None, "--postgres", help="PostgreSQL conninfo (instead of --db)")
@@ -47,33 +46,14 @@ def _console() -> Console:
     return Console(width=None if tty else 200, highlight=False, soft_wrap=not tty)
 
 
-def sqlite_file(db: str | None, postgres: str | None) -> str:
-    """The SQLite file meant (``--db``, else the default or, right after ``threadloom
-    demo``, the demo's file); refuses ``--db`` together with ``--postgres``."""
-    if postgres and db is not None:
-        raise CliError("give --db or --postgres, not both (--db names a SQLite file, "
-                       "--postgres a PostgreSQL server)", 2)
-    if db is None:
-        db = DEFAULT_DB
-        if not postgres and not Path(db).exists() and Path(DEMO_DB).exists():
-            typer.echo(f"(no {DEFAULT_DB} here: showing the demo's {DEMO_DB})", err=True)
-            db = DEMO_DB
-    return db
-
-
-def where_of(path: str, postgres: str | None) -> str:
-    """How messages name the store."""
-    return "PostgreSQL" if postgres else repr(path)
-
-
 @contextmanager
-def opened(path: str, postgres: str | None, *, read_only: bool) -> Iterator[Any]:
-    """The SQLite file ``path`` (or PostgreSQL at ``postgres``) open for the block.
+def opened(store: Store, *, read_only: bool) -> Iterator[Any]:
+    """The store open for the block.
 
     ``read_only`` creates and changes nothing, and refuses a store without threadloom's
     tables; writing commands use it first, to check all they can before they write.
     """
-    cp = _open(path, postgres, read_only=read_only)
+    cp = store.open(read_only=read_only)
     try:
         yield cp
     finally:
@@ -81,11 +61,12 @@ def opened(path: str, postgres: str | None, *, read_only: bool) -> Iterator[Any]
 
 
 @contextmanager
-def _reader(db: str | None, postgres: str | None) -> Iterator[tuple[Any, str]]:
-    """The store opened read-only, and how to name it."""
-    path = sqlite_file(db, postgres)
-    with opened(path, postgres, read_only=True) as cp:
-        yield cp, where_of(path, postgres)
+def _reader(db: str | None, postgres: str | None, thread: str) -> Iterator[tuple[Any, Store]]:
+    """The store holding ``thread`` (``--db``, ``--postgres`` or the default file that
+    holds it), opened read-only."""
+    store = choose_store(db, postgres, thread, must_exist=True)
+    with opened(store, read_only=True) as cp:
+        yield cp, store
 
 
 def _shown(value: object) -> Text:
@@ -150,36 +131,47 @@ def find_checkpoint(cp: Any, thread: str, prefix: str) -> Any:
     return matches[0]
 
 
+def _table(cp: Any, where: str, unreadable: list[str]) -> Table:
+    """The ``threads list`` table of one store; a thread that cannot be decoded gets an
+    ``unreadable`` row, and its error is added to ``unreadable``."""
+    table = Table(title=Text(f"threads in {where}"))
+    for col in ("thread", "checkpoints", "step", "status", "next", "updated"):
+        table.add_column(col, no_wrap=col == "thread")
+    for thread in cp.list_threads():
+        try:
+            items = list(cp.list(config_of(thread)))
+        except CheckpointError as exc:
+            unreadable.append(f"{thread!r}: {_why(exc)}")
+            table.add_row(_shown(thread), "?", "?",
+                          Text(f"unreadable: {' '.join(str(exc).split())}"), "-", "-")
+            continue
+        if not items:
+            continue
+        last = items[0]
+        table.add_row(_shown(thread), str(len(items)),
+                      _shown(last.metadata.get("step", "")), _status(last),
+                      _shown(_next(last)), _shown(_when(last.checkpoint.get("ts"))))
+    return table
+
+
 @friendly
 def list_threads(db: str | None = DB, postgres: str | None = PG) -> None:
     """Every thread with its checkpoint count, last step, status and next nodes.
 
+    Without --db, the threads of threadloom.db and of the demo's threadloom-demo.db
+    (those of the two that exist), one table each.
+
     A thread whose stored data cannot be decoded is listed as unreadable; the command
     then ends with one error line naming it (exit 1).
     """
-    with _reader(db, postgres) as (cp, where):
-        table = Table(title=Text(f"threads in {where}"))
-        for col in ("thread", "checkpoints", "step", "status", "next", "updated"):
-            table.add_column(col, no_wrap=col == "thread")
-        unreadable: list[str] = []
-        for thread in cp.list_threads():
-            try:
-                items = list(cp.list(config_of(thread)))
-            except CheckpointError as exc:
-                unreadable.append(f"{thread!r}: {_why(exc)}")
-                table.add_row(_shown(thread), "?", "?",
-                              Text(f"unreadable: {' '.join(str(exc).split())}"), "-", "-")
-                continue
-            if not items:
-                continue
-            last = items[0]
-            table.add_row(_shown(thread), str(len(items)),
-                          _shown(last.metadata.get("step", "")), _status(last),
-                          _shown(_next(last)), _shown(_when(last.checkpoint.get("ts"))))
-    if not table.row_count:
-        typer.echo(f"no threads in {where}")
-        return
-    _console().print(table)
+    unreadable: list[str] = []
+    for store in default_stores(db, postgres):
+        with opened(store, read_only=True) as cp:
+            table = _table(cp, store.where, unreadable)
+        if table.row_count:
+            _console().print(table)
+        else:
+            typer.echo(f"no threads in {store.where}")
     if len(unreadable) == 1:
         raise CliError(f"cannot read thread {unreadable[0]}")
     if unreadable:
@@ -191,12 +183,14 @@ def show(thread: str, checkpoint: str | None = typer.Option(None, "--checkpoint"
          help="checkpoint id (or a unique prefix); default: the latest"),
          db: str | None = DB, postgres: str | None = PG) -> None:
     """Print a thread's state (at its latest or the given checkpoint) as JSON."""
-    with _reader(db, postgres) as (cp, where), reading(thread):
-        require_thread(cp, thread, where)
+    with _reader(db, postgres, thread) as (cp, store), reading(thread):
+        require_thread(cp, thread, store.looked)
         saved = (find_checkpoint(cp, thread, checkpoint) if checkpoint
                  else cp.get_tuple(config_of(thread)))
     if saved is None:  # its time-to-live ran out: it reads as deleted
-        raise CliError(f"no thread {thread!r} in {where} (it expired)")
+        raise CliError(f"no thread {thread!r} in {store.where} (it expired)")
+    if store.searched:  # no --db: say which default file held it
+        typer.echo(f"(thread {thread} is in {store.where})", err=True)
     interrupts = [w.value for w in saved.pending_writes if w.channel == "__interrupt__"]
     typer.echo(dumps({
         "thread_id": thread,
@@ -216,11 +210,11 @@ def history(thread: str, limit: int | None = typer.Option(None, "--limit", "-n",
                                                  help="newest N checkpoints"),
             db: str | None = DB, postgres: str | None = PG) -> None:
     """A thread's checkpoints, newest first: id, step, source, writes, next, time (UTC)."""
-    table = Table(title=Text.assemble("history of ", _shown(thread)))
-    for col in ("checkpoint", "step", "source", "wrote", "next", "created_at"):
-        table.add_column(col, no_wrap=col == "checkpoint")
-    with _reader(db, postgres) as (cp, where), reading(thread):
-        require_thread(cp, thread, where)
+    with _reader(db, postgres, thread) as (cp, store), reading(thread):
+        require_thread(cp, thread, store.looked)
+        table = Table(title=Text.assemble("history of ", _shown(thread), f" in {store.where}"))
+        for col in ("checkpoint", "step", "source", "wrote", "next", "created_at"):
+            table.add_column(col, no_wrap=col == "checkpoint")
         for saved in cp.list(config_of(thread), limit=limit):
             writes = saved.metadata.get("writes") or {}
             table.add_row(_shown(saved.config["configurable"]["checkpoint_id"]),

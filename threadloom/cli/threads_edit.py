@@ -28,7 +28,7 @@ import typer
 
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
 from threadloom.cli.common import CliError, friendly, parse_json_arg
-from threadloom.cli.store import require_thread
+from threadloom.cli.store import choose_store, require_thread
 from threadloom.cli.target import as_graph, load_target
 from threadloom.cli.threads import (
     DB,
@@ -36,8 +36,6 @@ from threadloom.cli.threads import (
     find_checkpoint,
     opened,
     reading,
-    sqlite_file,
-    where_of,
 )
 from threadloom.engine.errors import ThreadBusyError
 
@@ -125,14 +123,13 @@ def fork(thread: str,
     if graph is None and as_node is not None:
         raise CliError("--as-node needs --graph (routing needs the graph)", 2)
     compiled = None if graph is None else as_graph(load_target(graph), None, graph)
-    path = sqlite_file(db, postgres)
-    where = where_of(path, postgres)
-    with opened(path, postgres, read_only=True) as reader, reading(thread):
-        require_thread(reader, thread, where)
+    store = choose_store(db, postgres, thread, must_exist=True)
+    with opened(store, read_only=True) as reader, reading(thread):
+        require_thread(reader, thread, store.looked)
         saved = find_checkpoint(reader, thread, checkpoint)
     _check_update(saved, values, compiled, graph, as_node)
     cid = saved.config["configurable"]["checkpoint_id"]
-    with opened(path, postgres, read_only=False) as cp, \
+    with opened(store, read_only=False) as cp, \
             hold_thread(cp, thread, "nothing was forked") as token:
         with reading(thread):
             saved = cp.get_tuple(saved.config)
@@ -145,7 +142,7 @@ def fork(thread: str,
         else:
             new = _fork_direct(cp, saved, values, token)
     new_id = new["configurable"]["checkpoint_id"]
-    typer.echo(f"forked thread {thread} at {cid} -> new checkpoint {new_id}")
+    typer.echo(f"forked thread {thread} at {cid} -> new checkpoint {new_id} in {store.where}")
 
 
 def _check_update(saved: Any, values: dict[str, Any], compiled: Any, graph: str | None,
@@ -189,10 +186,10 @@ def delete(thread: str, db: str | None = DB, postgres: str | None = PG) -> None:
 
     Refused (nothing deleted) while a live run holds the thread's lease.
     """
-    path = sqlite_file(db, postgres)
-    with opened(path, postgres, read_only=True) as reader:
-        require_thread(reader, thread, where_of(path, postgres))
-    with opened(path, postgres, read_only=False) as cp, \
+    store = choose_store(db, postgres, thread, must_exist=True)
+    with opened(store, read_only=True) as reader:
+        require_thread(reader, thread, store.looked)
+    with opened(store, read_only=False) as cp, \
             hold_thread(cp, thread, "nothing was deleted"):
         cp.delete_thread(thread)
-    typer.echo(f"deleted thread {thread}")
+    typer.echo(f"deleted thread {thread} from {store.where}")
