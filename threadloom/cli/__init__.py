@@ -1,7 +1,8 @@
 """The ``threadloom`` command line (typer + rich).
 
-Commands, one module each (their shared layer: ``common``, ``target``, ``store``,
-``render``, ``view``):
+Commands, one module each (their shared layer: ``common`` errors and JSON arguments,
+``target`` loading ``MODULE:ATTR``, ``store`` which file and opening it, ``status`` a
+thread's state in words, ``render`` JSON output, ``view`` a run's live output):
     demo      the offline demo agent (local model, SQLite checkpoints, approvals): ``demo``,
               with ``demo_model`` (which model) and ``approval`` (asking y/n/e)
     run       run any graph (``MODULE:ATTR``) with streaming and SQLite checkpoints: ``run``
@@ -14,8 +15,8 @@ Commands, one module each (their shared layer: ``common``, ``target``, ``store``
 Every command reports a failure as one line on stderr (``error: ...``) and exits with 1
 (2 for usage problems such as a module path that does not import); set
 ``THREADLOOM_DEBUG=1`` for tracebacks. The imports go one way: this module -> the command
-modules -> the shared layer; ``resume`` uses ``demo`` for demo threads, no command module
-imports this one.
+modules -> the shared layer; ``resume`` uses ``demo`` for demo threads and ``demo`` the
+progress bar of ``models``; no module of the package imports this one.
 """
 
 from __future__ import annotations
