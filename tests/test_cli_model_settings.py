@@ -93,7 +93,7 @@ def test_well_formed_base_urls_are_kept(url):
 
 def test_an_unknown_local_model_name_lists_the_known_ones(tmp_path):
     # Reported: init_chat_model("local:llama-7b") said "model file not found (model_path=)".
-    from threadloom.engine.errors import ModelError
+    from threadloom.errors import ModelError
     from threadloom.models import init_chat_model
     from threadloom.models.local import LOCAL_MODELS
 

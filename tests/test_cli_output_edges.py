@@ -21,7 +21,7 @@ from threadloom.cli import app
 from threadloom.cli.common import CliError, parse_json_arg
 from threadloom.cli.render import dumps
 from threadloom.cli.view import RunView
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 from threadloom.models import OpenAIChatModel
 from threadloom.models.openai_wire import map_error
 from threadloom.redact import mask_url, mask_urls

@@ -25,7 +25,7 @@ import pytest
 from threadloom import END, START, StateGraph, ThreadBusyError
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
-from threadloom.engine.errors import CheckpointError, SerializationError
+from threadloom.errors import CheckpointError, SerializationError
 
 TESTS = Path(__file__).resolve().parent
 READS = [["list"], ["show", "t1"], ["history", "t1"]]

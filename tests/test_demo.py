@@ -14,7 +14,7 @@ import pytest
 
 from threadloom.demo import DemoData, demo_brain, make_tools, safe_eval
 from threadloom.demo.calc import CalculatorError
-from threadloom.engine.errors import ToolError
+from threadloom.errors import ToolError
 from threadloom.messages import AIMessage, HumanMessage, ToolMessage
 
 # -- the safe calculator ----------------------------------------------------------------------
@@ -296,7 +296,7 @@ def test_fallback_to_scripted_when_llama_cpp_is_missing(monkeypatch, capsys):
 
 def test_fallback_when_the_model_file_cannot_be_had(monkeypatch, capsys):
     from threadloom.cli import demo_model
-    from threadloom.engine.errors import ModelError
+    from threadloom.errors import ModelError
     from threadloom.models import local
 
     def no_file(name=None):

@@ -88,7 +88,7 @@ def describe(exc: Exception) -> str:
     a user's code failed in), and the CLI flag where the message names a config key.
     Credentials of any URL in it are masked (``threadloom.redact.mask_urls``): a
     library's message may quote a URL with a password."""
-    from threadloom.engine.errors import GraphRecursionError
+    from threadloom.errors import GraphRecursionError
     from threadloom.redact import mask_urls
 
     text = f"{type(exc).__name__}: {exc}"

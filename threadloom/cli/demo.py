@@ -34,7 +34,7 @@ from threadloom.cli.store import DEMO_DB, Store, choose_store, open_checkpointer
 from threadloom.cli.view import new_view, stream_run
 from threadloom.demo import DEFAULT_QUESTION, DemoData
 from threadloom.demo.data import demo_thread_model
-from threadloom.engine.errors import ModelError
+from threadloom.errors import ModelError
 
 __all__ = ["continue_demo", "demo_command"]
 
@@ -160,7 +160,7 @@ def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, 
     short), then ask ``question``: the default one on a new or finished thread, none
     after an open turn unless given. A turn left waiting for an approval no one answered
     here gets no new question."""
-    from threadloom.engine.types import Command
+    from threadloom.types import Command
 
     if state.kind == "paused":
         _need_answer(thread, db, state, approve)
@@ -179,7 +179,7 @@ def _turns(agent: Any, thread: str, question: str | None, approve: bool | None, 
 
 def _drive(agent: Any, thread: str, value: Any, approve: bool | None) -> None:
     """Stream ``value``; answer approvals from the flag or terminal until the turn ends."""
-    from threadloom.engine.types import Command
+    from threadloom.types import Command
 
     steps = 0
     while True:
@@ -230,7 +230,7 @@ def continue_demo(thread: str, payload: Any, store: Store, model: str | None) ->
             thread's state and what to type), or a thread the demo did not start.
     """
     from threadloom.demo.agent import build_demo_agent
-    from threadloom.engine.types import Command
+    from threadloom.types import Command
 
     db = store.path
     state, ours = _read_state(db, thread, store.looked)

@@ -42,7 +42,7 @@ def scripted_model() -> Any:
 
 def _local(name: str) -> tuple[Any, str | None]:
     """A started ``LocalChatModel``, or ``(None, why not)``."""
-    from threadloom.engine.errors import ModelError
+    from threadloom.errors import ModelError
 
     if importlib.util.find_spec("xllamacpp") is None:
         return None, "xllamacpp is not installed (pip install 'threadloom[local]')"
@@ -103,7 +103,7 @@ def _remote(spec: str) -> Any:
         CliError: an unknown provider or empty name, or a malformed ``OPENAI_BASE_URL``
             (exit 2), or the client cannot be made.
     """
-    from threadloom.engine.errors import ModelError
+    from threadloom.errors import ModelError
     from threadloom.models import init_chat_model
     from threadloom.models.openai import check_base_url
 

@@ -87,7 +87,7 @@ def resume_command(
     finally:
         reader.close()
     compiled = as_graph(loaded, open_checkpointer(store.path), graph)
-    from threadloom.engine.types import Command
+    from threadloom.types import Command
 
     typer.echo(f"thread {thread} | db {store.path}")
     stream_run(compiled, Command(resume=payload), thread, new_view())

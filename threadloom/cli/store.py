@@ -149,7 +149,7 @@ def open_checkpointer(db: str, postgres: str | None = None, *, must_exist: bool 
     _check_sqlite_path(db, must_exist or read_only)
     if check_only:
         return None
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     try:
         cp = SqliteCheckpointer(Path(db), read_only=read_only)
@@ -167,7 +167,7 @@ def _open_postgres(conninfo: str, read_only: bool) -> Any:
         from threadloom.checkpoint.postgres import PostgresCheckpointer
     except ImportError as exc:
         raise CliError(str(exc)) from exc
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     try:
         pg = PostgresCheckpointer(conninfo, read_only=read_only)

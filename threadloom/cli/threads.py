@@ -28,7 +28,7 @@ from rich.text import Text
 from threadloom.cli.common import CliError, friendly
 from threadloom.cli.render import dumps
 from threadloom.cli.store import DEFAULT_DB, Store, choose_store, default_stores, require_thread
-from threadloom.engine.errors import CheckpointError
+from threadloom.errors import CheckpointError
 
 __all__ = ["config_of", "find_checkpoint", "history", "list_threads", "opened", "reading",
            "show"]

@@ -37,7 +37,7 @@ from threadloom.cli.threads import (
     opened,
     reading,
 )
-from threadloom.engine.errors import ThreadBusyError
+from threadloom.errors import ThreadBusyError
 
 __all__ = ["delete", "fork", "hold_thread"]
 
@@ -154,9 +154,9 @@ def _check_update(saved: Any, values: dict[str, Any], compiled: Any, graph: str 
     Raises:
         CliError: (exit 2) naming the keys or the node.
     """
-    from threadloom.engine.errors import InvalidUpdateError
-    from threadloom.engine.types import END, START
     from threadloom.engine.writes import writes_of
+    from threadloom.errors import InvalidUpdateError
+    from threadloom.types import END, START
 
     if compiled is None:
         known = set(saved.checkpoint["channel_values"])
