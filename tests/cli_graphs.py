@@ -41,6 +41,8 @@ counter_builder = builder
 """An uncompiled StateGraph (the CLI compiles it with its SQLite checkpointer)."""
 counter = builder.compile(name="counter")
 """The same graph compiled without a checkpointer."""
+stopping = builder.compile(interrupt_before=["double"], name="stopping")
+"""The same graph stopping before ``double`` (no interrupt: ``--input null`` continues)."""
 
 
 class Review(TypedDict, total=False):

@@ -256,11 +256,13 @@ def test_demo_and_resume_refuse_threads_they_did_not_make(work):
 
     answered = proc("resume", "r1", "--approve", "--db", "c.db", cwd=work)
     assert answered.returncode == 1
-    assert ("thread 'r1' in 'c.db' was not started by the demo; answer it with "
-            "`threadloom resume r1 --graph MODULE:ATTR --db c.db`") in _one_error_line(answered)
+    assert ("thread 'r1' in 'c.db' was not started by the demo: it is paused at node "
+            "'review'") in _one_error_line(answered)
+    assert ("answer it with `threadloom resume r1 --value JSON --graph MODULE:ATTR --db c.db`"
+            in _one_error_line(answered))
     demo = proc("demo", "--scripted", "--db", "c.db", "--resume", "r1", "hi", cwd=work)
     assert demo.returncode == 1
-    assert "was not started by the demo; continue it with" in _one_error_line(demo)
+    assert "was not started by the demo: it is paused at node 'review'" in _one_error_line(demo)
     wrong = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:counter",
                  "--db", "c.db", cwd=work)
     assert wrong.returncode == 1
@@ -420,7 +422,7 @@ def test_view_prints_each_tool_call_once_streamed_or_not():
     import io
 
     from threadloom import AIMessage, AIMessageChunk
-    from threadloom.cli_view import RunView
+    from threadloom.cli.view import RunView
 
     call = {"name": "cancel_order", "args": {"order_id": 1004}, "id": "c1", "type": "tool_call"}
     # A model prompted for tool calls as JSON streams text; its call exists only in the

@@ -100,7 +100,7 @@ def test_a_bad_conninfo_names_itself_and_the_cause(conninfo, cause, shown, caplo
     # initialization incomplete after 30 sec" instead of the reason.
     pytest.importorskip("psycopg")
     from threadloom.checkpoint.postgres import PostgresCheckpointer
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     with caplog.at_level(logging.DEBUG), pytest.raises(CheckpointError) as info:
         PostgresCheckpointer(conninfo)
@@ -243,7 +243,7 @@ def test_a_resumed_thread_is_kept_when_its_model_fails(work):
 
 def test_models_pull_shows_no_bar_before_an_error(work, monkeypatch):
     # Reported: `models pull nosuch` drew a `0/? bytes` bar before the error.
-    from threadloom.engine.errors import ModelError
+    from threadloom.errors import ModelError
     from threadloom.models import local
 
     unknown = runner.invoke(app, ["models", "pull", "nosuch"])

@@ -18,9 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from threadloom.cli import app
-from threadloom.cli_common import CliError, dumps, parse_json_arg
-from threadloom.cli_view import RunView
-from threadloom.engine.errors import ModelError
+from threadloom.cli.common import CliError, parse_json_arg
+from threadloom.cli.render import dumps
+from threadloom.cli.view import RunView
+from threadloom.errors import ModelError
 from threadloom.models import OpenAIChatModel
 from threadloom.models.openai_wire import map_error
 from threadloom.redact import mask_url, mask_urls
@@ -275,7 +276,7 @@ def test_demo_error_never_prints_the_url_password(work):
 
 
 def test_any_error_the_cli_prints_has_url_credentials_masked(work):
-    from threadloom.cli_common import _describe
+    from threadloom.cli.common import describe as _describe
 
     text = _describe(RuntimeError(f"cannot reach {SECRET_URL}."))
     assert text == "RuntimeError: cannot reach http://user:***@127.0.0.1:1/v1."

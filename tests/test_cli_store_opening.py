@@ -130,7 +130,7 @@ def pg_tables(schema: str) -> list[str]:
 @pytest.mark.postgres
 def test_postgres_read_only_refuses_a_database_without_threadloom_tables(pg_schema):
     from threadloom.checkpoint.postgres import PostgresCheckpointer
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     schema, conninfo = pg_schema
     with pytest.raises(CheckpointError) as err:
@@ -147,7 +147,7 @@ def test_postgres_read_only_refuses_a_database_without_threadloom_tables(pg_sche
 @pytest.mark.postgres
 def test_postgres_read_only_reads_and_never_writes(pg_schema):
     from threadloom.checkpoint.postgres import PostgresCheckpointer
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     schema, conninfo = pg_schema
     writer = PostgresCheckpointer(conninfo)
@@ -179,7 +179,7 @@ def test_postgres_read_only_names_incomplete_or_other_version_tables(pg_schema, 
     import psycopg
 
     from threadloom.checkpoint.postgres import PostgresCheckpointer
-    from threadloom.engine.errors import CheckpointError
+    from threadloom.errors import CheckpointError
 
     schema, conninfo = pg_schema
     PostgresCheckpointer(conninfo).close()

@@ -25,7 +25,7 @@ import pytest
 from threadloom import END, START, StateGraph, ThreadBusyError
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
-from threadloom.engine.errors import CheckpointError, SerializationError
+from threadloom.errors import CheckpointError, SerializationError
 
 TESTS = Path(__file__).resolve().parent
 READS = [["list"], ["show", "t1"], ["history", "t1"]]
@@ -318,7 +318,7 @@ def test_delete_goes_ahead_when_the_holder_is_gone_or_its_lease_expired(work: Pa
 
 def test_a_run_cannot_start_while_fork_holds_the_thread(work: Path):
     """The CLI holds the lease for the whole write: a run meanwhile gets ThreadBusyError."""
-    from threadloom.cli_threads import hold_thread
+    from threadloom.cli.threads_edit import hold_thread
 
     _seed(work)
     cp = SqliteCheckpointer(work / "c.db")

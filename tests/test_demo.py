@@ -14,7 +14,7 @@ import pytest
 
 from threadloom.demo import DemoData, demo_brain, make_tools, safe_eval
 from threadloom.demo.calc import CalculatorError
-from threadloom.engine.errors import ToolError
+from threadloom.errors import ToolError
 from threadloom.messages import AIMessage, HumanMessage, ToolMessage
 
 # -- the safe calculator ----------------------------------------------------------------------
@@ -241,8 +241,8 @@ def test_demo_errors_are_one_line(tmp_path):
     missing = demo("demo", "--resume", "nope", cwd=tmp_path)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == [
-        "error: no checkpoint database at 'threadloom-demo.db' (run a graph first, or pass "
-        "--db PATH)"]
+        "error: no checkpoint database at 'threadloom-demo.db' or 'threadloom.db' (run a "
+        "graph or the demo first, or pass --db PATH)"]
     bad = demo("demo", "--model", "martian:x", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown provider 'martian'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
@@ -276,8 +276,8 @@ def test_demo_with_the_real_local_model(tmp_path):
 def test_fallback_to_scripted_when_llama_cpp_is_missing(monkeypatch, capsys):
     import importlib.util
 
-    from threadloom import cli_demo
-    from threadloom.cli_common import CliError
+    from threadloom.cli import demo_model
+    from threadloom.cli.common import CliError
     from threadloom.models import ScriptedChatModel
 
     real = importlib.util.find_spec
@@ -285,18 +285,18 @@ def test_fallback_to_scripted_when_llama_cpp_is_missing(monkeypatch, capsys):
                         lambda name, *a: None if name == "xllamacpp" else real(name, *a))
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
-    model, spec = cli_demo.choose_model(None)
+    model, spec = demo_model.choose_model(None)
     assert isinstance(model, ScriptedChatModel) and spec == "scripted"
     err = capsys.readouterr().err.splitlines()
     assert err == ["notice: local model unavailable (xllamacpp is not installed (pip install "
                    "'threadloom[local]')); using the scripted demo model"]
     with pytest.raises(CliError, match="local:smollm2 is not available: xllamacpp"):
-        cli_demo.choose_model("local:smollm2")  # asked for explicitly: no silent fallback
+        demo_model.choose_model("local:smollm2")  # asked for explicitly: no silent fallback
 
 
 def test_fallback_when_the_model_file_cannot_be_had(monkeypatch, capsys):
-    from threadloom import cli_demo
-    from threadloom.engine.errors import ModelError
+    from threadloom.cli import demo_model
+    from threadloom.errors import ModelError
     from threadloom.models import local
 
     def no_file(name=None):
@@ -309,25 +309,25 @@ def test_fallback_when_the_model_file_cannot_be_had(monkeypatch, capsys):
     monkeypatch.setattr(local, "pull_model", no_network)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    _, spec = cli_demo.choose_model(None)
+    _, spec = demo_model.choose_model(None)
     assert spec == "scripted"
     err = capsys.readouterr().err
     assert err.count("notice:") == 1 and "could not be fetched" in err and "no network" in err
 
 
 def test_openai_environment_and_explicit_specs(monkeypatch):
-    from threadloom import cli_demo
+    from threadloom.cli import demo_model
     from threadloom.models import OpenAIChatModel, ScriptedChatModel
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    model, spec = cli_demo.choose_model(None)
+    model, spec = demo_model.choose_model(None)
     assert isinstance(model, OpenAIChatModel) and model.model == "gpt-4o-mini"
     assert spec == "openai:gpt-4o-mini"
-    model, spec = cli_demo.choose_model("ollama:llama3.2")
+    model, spec = demo_model.choose_model("ollama:llama3.2")
     assert model.model == "llama3.2" and spec == "ollama:llama3.2"
-    assert isinstance(cli_demo.choose_model(None, remembered="scripted")[0], ScriptedChatModel)
-    assert cli_demo.choose_model("openai:x", scripted=True)[1] == "scripted"
+    assert isinstance(demo_model.choose_model(None, remembered="scripted")[0], ScriptedChatModel)
+    assert demo_model.choose_model("openai:x", scripted=True)[1] == "scripted"
 
 
 def test_demo_asks_on_a_terminal(tmp_path):

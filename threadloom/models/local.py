@@ -34,6 +34,7 @@ from threadloom.models.local_store import DEFAULT_MODEL as DEFAULT_MODEL
 from threadloom.models.local_store import (
     LOCAL_MODELS,
     LocalModelSpec,
+    check_model_name,
     pull_model,
     resolve_model,
 )
@@ -139,8 +140,9 @@ class LocalChatModel:
             `seed`...); per-call keyword arguments win.
 
     Raises:
-        ModelError: on first use, when the model cannot be found or loaded (the message
-            says what to run), or `xllamacpp` is not installed.
+        ModelError: at once, when `model_path` is neither a known name nor a path (the
+            message lists the known names); on first use, when the model cannot be found
+            or loaded (the message says what to run), or `xllamacpp` is not installed.
     """
 
     supports_tools = True
@@ -160,6 +162,7 @@ class LocalChatModel:
             raise ValueError(
                 f"tool_calling must be native, json_schema or auto, not {tool_calling!r}"
             )
+        check_model_name(model_path)
         self.model_path = model_path
         self.n_threads = n_threads
         self.n_ctx = n_ctx

@@ -29,6 +29,7 @@ __all__ = [
     "LocalModelSpec",
     "ProgressCallback",
     "cache_dir",
+    "check_model_name",
     "pull_model",
     "resolve_model",
 ]
@@ -110,6 +111,24 @@ def _packaged_file(spec: LocalModelSpec) -> Path | None:
     return None
 
 
+def check_model_name(model: str | os.PathLike[str] | None) -> None:
+    """Refuse at once a ``model`` that is neither a known name nor a path: a word such as
+    ``"llama-7b"`` (no directory, no ``.gguf`` suffix) with no file of that name here.
+
+    Raises:
+        ModelError: naming it and listing the known names.
+    """
+    if model is None or isinstance(model, os.PathLike):
+        return
+    text = str(model)
+    if text.lower() in LOCAL_MODELS or Path(text).expanduser().is_file():
+        return
+    if "/" in text or os.sep in text or text.startswith("~") or text.lower().endswith(".gguf"):
+        return  # a path: a missing file is reported when the model is first used
+    raise ModelError(f"unknown local model {text!r}: the known names are "
+                     f"{', '.join(sorted(LOCAL_MODELS))}; or pass the path of a GGUF file")
+
+
 def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
     """Find the GGUF file to serve, without network access.
 
@@ -121,13 +140,16 @@ def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
         An existing file path.
 
     Raises:
-        ModelError: the path does not exist, or the named model is neither in the cache
-            directory nor installed; the message says what to run.
+        ModelError: the path does not exist, the name is not a known one (the message
+            lists those), or the named model is neither in the cache directory nor
+            installed; the message says what to run.
     """
     if model is not None and str(model).lower() not in LOCAL_MODELS:
         path = Path(model).expanduser()
         if not path.is_file():
-            raise ModelError(f"model file not found: {str(path)!r} (model_path=)")
+            check_model_name(model)
+            raise ModelError(f"model file not found: {str(path)!r} (a GGUF path; the known "
+                             f"model names are {', '.join(sorted(LOCAL_MODELS))})")
         return path
     spec = _spec(str(model) if model is not None else DEFAULT_MODEL)
     cached = cache_dir() / spec.filename

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import openai
 from pydantic import SecretStr
@@ -52,6 +53,64 @@ def _merge_systems(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return wire
     text = "\n\n".join(_text(m.get("content")) for m in systems)
     return [{"role": "system", "content": text}] + [m for m in wire if m.get("role") != "system"]
+
+
+_NOT_IN_HOSTS = frozenset(' <>"{}|\\^`')
+
+
+def _url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as an HTTP API root, or None when it is well formed:
+    no scheme, a scheme other than http/https, no host, a host with spaces or other
+    characters no host name has, a port that is not a number."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        return f"it cannot be read as a URL ({exc})"
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        example = _with_http(url)
+        if not scheme or (example and url.partition(":")[2][:1].isdigit()):  # "host:8000/v1"
+            return f"it has no scheme (expected http:// or https://{example})"
+        return f"its scheme {parts.scheme!r} is not http or https"
+    if not parts.hostname:
+        return "it names no host"
+    if any(c in _NOT_IN_HOSTS or c.isspace() for c in parts.hostname):
+        return f"its host {parts.hostname!r} is not a host name"
+    try:
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError:
+        return f"its port {parts.netloc.rpartition(':')[2]!r} is not a number"
+    return None
+
+
+def _with_http(url: str) -> str:
+    """``, e.g. 'http://<url>'`` when that names a host (its password masked), else ``""``."""
+    if "//" in url or any(c.isspace() for c in url):
+        return ""
+    try:
+        host = urlsplit(f"http://{url}").hostname
+    except ValueError:
+        return ""
+    return f", e.g. {mask_url(f'http://{url}')!r}" if host else ""
+
+
+def check_base_url(url: str, source: str = "base_url") -> None:
+    """Refuse a malformed API root before any request is tried.
+
+    Args:
+        url: the base URL (``http(s)://host[:port]/...``).
+        source: how messages name it (``base_url``, ``OPENAI_BASE_URL``).
+
+    Raises:
+        ValueError: naming ``source``, the URL (its password masked) and what is wrong
+            (the scheme, the host or the port).
+    """
+    problem = _url_problem(url)
+    if problem is not None:
+        shown = mask_url(url)
+        if "@" in shown and "://" not in shown:  # credentials mask_url did not see as such
+            shown = "***@" + shown.rpartition("@")[2]
+        raise ValueError(f"{source} {shown!r} is not a usable URL: {problem}")
 
 
 def _text(content: Any) -> str:
@@ -96,7 +155,9 @@ class OpenAIChatModel(BaseChatModel):
             ``seed``...); keys the client does not know go in ``extra_body``.
 
     Raises:
-        ValueError: ``tool_calling`` is not one of the three modes.
+        ValueError: ``tool_calling`` is not one of the three modes, or ``base_url`` (or,
+            without it, ``OPENAI_BASE_URL``) is not a well-formed http(s) URL: the
+            message names the scheme, host or port that is wrong.
     """
 
     supports_structured_output = True  # response_format json_schema (native strategy)
@@ -112,6 +173,10 @@ class OpenAIChatModel(BaseChatModel):
         if tool_calling not in ("native", "json_schema", "auto"):
             raise ValueError(f"tool_calling must be 'native', 'json_schema' or 'auto', "
                              f"got {tool_calling!r}")
+        if base_url is not None:
+            check_base_url(base_url)
+        elif os.environ.get("OPENAI_BASE_URL"):
+            check_base_url(os.environ["OPENAI_BASE_URL"], "OPENAI_BASE_URL")
         self.model = model
         self.base_url = base_url
         self._api_key = SecretStr(api_key) if api_key else None

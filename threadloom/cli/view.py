@@ -1,22 +1,26 @@
 """The live view of a streamed run: node steps, tokens as they arrive, tool calls and
 results, interrupts, and a progress line while nothing else is printed.
 
-``RunView.handle(mode, chunk)`` takes what ``graph.stream(..., stream_mode=[...])`` yields.
-Tokens go to the output as they come; everything else is printed as whole lines. While
-a run is silent for a while, a progress line says which step is running and for how long:
-on a terminal it is redrawn in place (and erased before the next output); elsewhere a full
-line is printed every ``quiet_s`` seconds.
+``stream_run`` streams one run of a graph into a ``RunView``; ``new_view`` makes one on
+stdout. ``RunView.handle(mode, chunk)`` takes what ``graph.stream(...,
+stream_mode=[...])`` yields. Tokens go to the output as they come; everything else is
+printed as whole lines. While a run is silent for a while, a progress line says which
+step is running and for how long: on a terminal it is redrawn in place (and erased before
+the next output); elsewhere a full line is printed every ``quiet_s`` seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 import time
 from typing import IO, Any
 
-from threadloom.cli_common import dumps, printable
+from threadloom.cli.render import dumps, printable
 
-__all__ = ["RunView"]
+__all__ = ["RunView", "new_view", "stream_run"]
+
 
 _SPIN = "|/-\\"
 
@@ -238,3 +242,30 @@ class RunView:
             self._show_calls(message.tool_calls)
             for bad in message.invalid_tool_calls:
                 self.line(f"  x invalid tool call {bad.get('name')}: {bad.get('args')}")
+
+
+def new_view(show: str = "messages") -> RunView:
+    """A ``RunView`` on stdout (progress redrawn in place on a terminal)."""
+    tty = sys.stdout.isatty()
+    return RunView(sys.stdout, show=show, tty=tty, quiet_s=2.0 if tty else 5.0)
+
+
+def stream_run(graph: Any, value: Any, thread_id: str, view: RunView,
+               extra_modes: tuple[str, ...] = (), config: dict[str, Any] | None = None) -> None:
+    """Stream one run of ``graph`` on ``thread_id`` into ``view`` (updates, messages and
+    debug, whose task events give the view each node's super-step).
+
+    The run goes through ``astream`` under ``asyncio.run``, so Ctrl-C cancels the running
+    nodes cleanly (the thread keeps its last checkpoint) and then raises
+    ``KeyboardInterrupt`` here.
+    """
+    base = ("updates", "messages", "debug")
+    modes = [*base, *[m for m in extra_modes if m not in base]]
+
+    async def consume() -> None:
+        with view:
+            async for mode, chunk in graph.astream(value, config, thread_id=thread_id,
+                                                   stream_mode=modes):
+                view.handle(mode, chunk)
+
+    asyncio.run(consume())
