@@ -11,6 +11,7 @@ thread's state in words, ``render`` JSON output, ``view`` a run's live output):
     threads   list / show / history (``threads``), fork / delete (``threads_edit``)
     draw      the graph as Mermaid text or a PNG rendered offline: ``draw``
     models    pull / list the local GGUF models: ``models``
+    serve     graphs behind the HTTP API of LangGraph's SDK: ``serve`` (``threadloom.server``)
 
 Every command reports a failure as one line on stderr (``error: ...``) and exits with 1
 (2 for usage problems such as a module path that does not import); set
@@ -29,6 +30,7 @@ from threadloom.cli import draw, models, threads, threads_edit
 from threadloom.cli.demo import demo_command
 from threadloom.cli.resume import resume_command
 from threadloom.cli.run import run_command
+from threadloom.cli.serve import serve_command
 
 __all__ = ["app", "main"]
 
@@ -59,6 +61,7 @@ models_app = typer.Typer(help="Local GGUF models for LocalChatModel.", no_args_i
 models_app.command("pull")(models.models_pull)
 models_app.command("list")(models.models_list)
 app.add_typer(models_app, name="models")
+app.command("serve")(serve_command)
 
 
 def main() -> None:
