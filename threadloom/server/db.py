@@ -1,14 +1,16 @@
 """The server's own tables (threads, runs, stream events) on SQLite or PostgreSQL.
 
 They sit beside the checkpointer's tables: in a second SQLite file beside ``--db``
-(``x.db`` -> ``x.server.db``), or in the same PostgreSQL database and ``search_path`` (``--postgres``), and hold what the checkpoints
-do not: who owns a thread, its metadata and status, the runs and their statuses, and
-every streamed event with its sequence number.
+(``x.db`` -> ``x.server.db``), or in the same PostgreSQL database and ``search_path``
+(``--postgres``). They hold what the checkpoints do not: who owns a thread, its metadata
+and status, the runs and their statuses, and every streamed event with its sequence
+number.
 
 ``Database.run(fn)`` runs ``fn(tx)`` in one transaction; ``tx.execute(sql, params)``
-takes SQL written with ``?`` placeholders for both engines. SQLite uses one connection (WAL, ``synchronous=NORMAL``)
-behind a lock, on the event loop's own thread (its transactions are
-shorter than a hand-off to a worker); PostgreSQL a small psycopg pool, on worker threads.
+takes SQL written with ``?`` placeholders for both engines. SQLite uses one connection
+(WAL, ``synchronous=NORMAL``) behind a lock, on the event loop's own thread (its
+transactions are shorter than a hand-off to a worker); PostgreSQL a small psycopg pool,
+on worker threads.
 """
 
 from __future__ import annotations
