@@ -1,0 +1,79 @@
+"""The event log on its own: readers that join at any point, while events are appended
+and written in batches, get every later event exactly once and in order; pruning by age
+leaves open runs alone."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from threadloom.server.db import Database
+from threadloom.server.eventlog import EventLog, parse_last_event_id, sse_frame
+
+
+async def _read(log: EventLog, run_id: str, after: int) -> list[int]:
+    return [e.seq async for e in log.read(run_id, after)]
+
+
+async def test_readers_joining_anywhere_get_no_gap_and_no_duplicate(tmp_path):
+    db = Database.sqlite(tmp_path / "ev.db")
+    log = EventLog(db, flush_interval_s=0.001)
+    await log.open("r1")
+    readers = []
+    rng = random.Random(7)
+    for n in range(1, 301):
+        log.append("r1", "updates", f'{{"n":{n}}}')
+        if n % 37 == 0:
+            await log.flush()  # some rows stored, the rest still in memory
+        if n % 25 == 0:
+            after = rng.randrange(0, n + 1)
+            readers.append((after, asyncio.ensure_future(_read(log, "r1", after))))
+        if n % 10 == 0:
+            await asyncio.sleep(0)
+    log.close("r1")
+    for after, reader in readers:
+        assert await reader == list(range(after + 1, 301))
+    await log.stop()
+    assert not log.is_live("r1")
+    assert await _read(log, "r1", 150) == list(range(151, 301))  # from the table now
+    again = EventLog(db)
+    await again.open("r1", fresh=False)  # a restarted server goes on numbering
+    assert again.append("r1", "metadata", "{}") == 301
+    again.close("r1")
+    await again.stop()
+    db.close()
+
+
+async def test_prune_by_age_spares_open_runs(tmp_path):
+    db = Database.sqlite(tmp_path / "ev.db")
+    log = EventLog(db)
+    for run in ("done", "open"):
+        await log.open(run)
+        log.append(run, "values", "{}")
+    log.close("done")
+    await log.flush()
+    await log.flush()
+    assert await log.prune(0.0) == 1
+    assert await _read(log, "done", 0) == []
+    assert [e.seq for e in log._live["open"].events] == [1]  # noqa: SLF001
+    log.close("open")
+    await log.stop()
+    db.close()
+
+
+def test_event_size_limit_and_frames(tmp_path):
+    async def go() -> str:
+        db = Database.sqlite(tmp_path / "ev.db")
+        log = EventLog(db, max_event_bytes=10)
+        await log.open("big")
+        log.append("big", "values", '{"x":"' + "y" * 50 + '"}')
+        log.close("big")
+        events = [e async for e in log.read("big", 0)]
+        await log.stop()
+        db.close()
+        return events[0].data
+
+    assert "EventTooLarge" in asyncio.run(go())
+    assert sse_frame("values", "{}", 3) == b"event: values\ndata: {}\nid: 3\n\n"
+    assert parse_last_event_id("12") == 12
+    assert parse_last_event_id("1796161188372-0") == 0 and parse_last_event_id(None) == 0
