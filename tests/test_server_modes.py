@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from langgraph_sdk import get_client
@@ -75,3 +77,30 @@ async def test_cancel_many_and_delete_run(client):
     assert statuses == {a["run_id"]: "interrupted", b["run_id"]: "interrupted"}
     await client.runs.delete(tid, a["run_id"])
     assert [r["run_id"] for r in await client.runs.list(tid)] == [b["run_id"]]
+
+
+async def _stream_then_drop(client, tid, **kw):
+    stream = client.runs.stream(tid, "slow", input={"text": "d"}, stream_mode="updates", **kw)
+    async for part in stream:
+        run_id = part.data["run_id"]  # the metadata event; then the client goes away
+        break
+    await stream.aclose()
+    return run_id
+
+
+async def test_a_client_that_disconnects_does_not_stop_the_run(client):
+    tid = (await client.threads.create())["thread_id"]
+    run_id = await _stream_then_drop(client, tid)
+    assert await client.runs.join(tid, run_id) == {"text": "d.."}
+    assert (await client.runs.get(tid, run_id))["status"] == "success"
+
+
+async def test_on_disconnect_cancel_stops_it(client):
+    tid = (await client.threads.create())["thread_id"]
+    run_id = await _stream_then_drop(client, tid, on_disconnect="cancel")
+    for _ in range(100):
+        status = (await client.runs.get(tid, run_id))["status"]
+        if status not in ("pending", "running"):
+            break
+        await asyncio.sleep(0.05)
+    assert status == "interrupted"
