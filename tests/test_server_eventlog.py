@@ -77,3 +77,20 @@ def test_event_size_limit_and_frames(tmp_path):
     assert sse_frame("values", "{}", 3) == b"event: values\ndata: {}\nid: 3\n\n"
     assert parse_last_event_id("12") == 12
     assert parse_last_event_id("1796161188372-0") == 0 and parse_last_event_id(None) == 0
+
+
+async def test_stop_ends_the_writer_even_when_it_lands_as_the_writer_wakes(tmp_path):
+    # On Python 3.11 a cancel that arrives as asyncio.wait_for's wait completes is lost;
+    # stop() used to cancel the flush loop and then waited for it forever.
+    db = Database.sqlite(tmp_path / "ev.db")
+    for n in range(200):
+        log = EventLog(db, flush_interval_s=0.0005)
+        await log.open(f"r{n}")
+        log.append(f"r{n}", "values", "{}")
+        for _ in range(n % 4):
+            await asyncio.sleep(0)
+        log.close(f"r{n}")  # wakes the writer in the same turn as stop() below
+        await asyncio.wait_for(log.stop(), 5)
+        assert log._task is None  # noqa: SLF001
+        assert await _read(log, f"r{n}", 0) == [1]
+    db.close()

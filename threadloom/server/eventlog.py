@@ -19,7 +19,6 @@ A server killed with SIGKILL loses at most the last batch of events (not the run
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
@@ -79,6 +78,7 @@ class EventLog:
         self._pending: list[tuple[str, int, str, str, float]] = []
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # -- writing -----------------------------------------------------------------------
 
@@ -92,6 +92,7 @@ class EventLog:
             last = int(row[0]) if row and row[0] is not None else 0
         self._live[run_id] = _Live(last + 1)
         if self._task is None:
+            self._stopping = False
             self._task = asyncio.ensure_future(self._flush_loop())
 
     def append(self, run_id: str, event: str, data: str) -> int:
@@ -123,14 +124,20 @@ class EventLog:
         return live is not None and not live.done
 
     async def _flush_loop(self) -> None:
-        while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self.flush_interval_s)
+        # Ends when ``stop()`` sets ``_stopping``, never by cancellation: on Python 3.11 a
+        # cancel that lands as the wait wakes up can be lost, and the loop would run on.
+        while not self._stopping:
+            try:
+                async with asyncio.timeout(self.flush_interval_s):
+                    await self._kick.wait()
+            except TimeoutError:
+                pass
             self._kick.clear()
             try:
                 await self.flush()
             except Exception:  # the database is briefly unavailable: keep the rows, retry
-                await asyncio.sleep(self.flush_interval_s)
+                if not self._stopping:
+                    await asyncio.sleep(self.flush_interval_s)
 
     async def flush(self) -> None:
         """Write every pending event now."""
@@ -151,12 +158,17 @@ class EventLog:
                        and live.flushed >= live.last]:
             del self._live[run_id]
 
-    async def stop(self) -> None:
-        """Write what is pending and stop the writer."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Write what is pending and stop the writer (cancelled only if it has not ended
+        within ``timeout_s`` seconds, a database that does not answer)."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._stopping = True
+            self._kick.set()
+            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+            if not done:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.flush()
 
     # -- reading -----------------------------------------------------------------------
