@@ -70,10 +70,15 @@ class FileTemplateLoader:
         """Return the text of template ``name``; errors as ``resolve``, plus
         ``PromptTemplateError`` when the file is larger than ``max_bytes``."""
         path = self.resolve(name)
-        data = path.read_bytes()
-        if len(data) > self._max_bytes:
+        with path.open("rb") as file:
+            # The size is checked before anything is read, and the read never takes more
+            # than one byte past the limit (the file may grow after the check).
+            size = os.fstat(file.fileno()).st_size
+            data = b"" if size > self._max_bytes else file.read(self._max_bytes + 1)
+        if size > self._max_bytes or len(data) > self._max_bytes:
             raise PromptTemplateError(
-                f"template {name!r} is {len(data)} bytes; the limit is {self._max_bytes}")
+                f"template {name!r} is {max(size, len(data))} bytes; the limit is "
+                f"{self._max_bytes}")
         return data.decode(self._encoding)
 
     def template(self, name: str, **options: Any) -> ChatPromptTemplate:

@@ -1,224 +1,68 @@
 """The locked-down Jinja2 environment behind ``threadloom.prompts`` (SECURITY.md items 6-8).
 
-Three layers, so that one missed case in a layer is still caught by another:
+Four layers, so that one missed case in a layer is still caught by another:
 
-1. A static check of the parsed template (``check_template_ast``): no attribute or item
+1. Plain data only (``threadloom.prompts.plain``): variables are converted to JSON-like
+   values before the render; anything that is not data raises ``SecurityError`` naming
+   the variable. A template can therefore not reach a module, a tool, a path or a secret.
+2. A static check of the parsed template (``check_template_ast``): no attribute or item
    whose name starts with ``_``, no ``|attr('_...')``, no dunder names, no ``self`` /
-   ``cycler`` / ``joiner`` / ``lipsum`` / ``namespace``, no ``include``/``import``/
-   ``extends``. Refusals raise threadloom's ``SecurityError`` when the template is built.
-2. Jinja2's ``ImmutableSandboxedEnvironment`` at render time, made strict: an unsafe
-   attribute raises ``SecurityError`` at once (Jinja2 would return an undefined object
-   that renders as an empty string in lenient mode), and so does every sandbox refusal.
-3. A render budget (``RenderBudget``): every loop iteration and every call counts as a
-   step, ``range()`` longer than the step budget is refused before it starts, operators
-   and string methods that could build huge values (``*``, ``**``, ``+``, ``%``, ``~``,
-   ``center``, ``ljust``, ``replace``, ``format``...) are checked before they run, and the
-   output size and wall-clock time are capped. A breach raises ``RenderBudgetError``.
+   ``cycler`` / ``joiner`` / ``lipsum``, no ``include``/``import``/``extends``. Refusals
+   raise threadloom's ``SecurityError`` when the template is built.
+3. Jinja2's ``ImmutableSandboxedEnvironment`` at render time, made strict: an unsafe
+   attribute raises ``SecurityError`` at once, and so does a call to anything but the
+   template's own macros, ``loop`` helpers, ``range``/``dict``/``namespace`` and the
+   short list of safe methods of the plain types (``plain.SAFE_METHODS``).
+4. A render budget (``threadloom.prompts.budget``): steps, time, output size, and memory
+   (sizes checked before values are built, everything built charged), on every loop
+   iteration, call, operator and filter call (``threadloom.prompts.filters``). A breach
+   raises ``RenderBudgetError``.
 
-The prompt error classes (``PromptTemplateError``, ``MissingVariablesError``,
-``RenderBudgetError``) live here too, as the lowest module; ``threadloom.prompts``
-re-exports them.
-
-Not covered: work inside a single C-level operation on data the caller passed in (sorting
-a ten-million-item list, say) cannot be interrupted; size the inputs you pass.
+The prompt error classes live in ``budget`` and are re-exported here and by
+``threadloom.prompts``.
 """
 
 from __future__ import annotations
 
-import contextvars
 import math
-import re
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
-from jinja2 import Environment, StrictUndefined, nodes
-from jinja2.nodes import EvalContext
-from jinja2.runtime import Context
+from jinja2 import StrictUndefined, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from threadloom.errors import SecurityError
+from threadloom.prompts.budget import (
+    MissingVariablesError,
+    PromptTemplateError,
+    RenderBudget,
+    RenderBudgetError,
+    activate,
+    active_budget,
+    check_int_args,
+    check_join,
+    check_percent,
+    check_replace,
+    check_str_format,
+    deactivate,
+    size_of,
+)
+from threadloom.prompts.filters import (
+    capped_range,
+    guard_filter,
+    iterate,
+    size_guard,
+    text_guard,
+)
+from threadloom.prompts.plain import call_allowed, describe_callable
 
-BLOCKED_NAMES = frozenset({"self", "cycler", "joiner", "lipsum", "namespace"})
+BLOCKED_NAMES = frozenset({"self", "cycler", "joiner", "lipsum"})
 """Jinja2 globals and special names a template may not use (each leads to Python internals)."""
 
 _MAX_INT_BITS = 10_000
-_PASSED_ARGS = (Environment, EvalContext, Context)
-_DIGIT_RUN = re.compile(r"\d+")
 _SIZED = (str, bytes, list, tuple, dict)
-_STR_METHODS_WITH_SIZE = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
-_GUARDED_FILTERS = ("center", "indent", "format", "replace", "slice", "batch", "tojson", "join")
-
-
-class PromptTemplateError(ValueError):
-    """A template cannot be built or rendered (syntax, bad role, undefined value, bad name)."""
-
-
-class MissingVariablesError(PromptTemplateError):
-    """Required template variables were not given; raised before anything is rendered.
-
-    Attributes:
-        missing: the missing names, sorted.
-    """
-
-    def __init__(self, missing: Iterable[str]) -> None:
-        self.missing = tuple(sorted(missing))
-        super().__init__(f"missing required template variable(s): {', '.join(self.missing)}")
-
-
-class RenderBudgetError(SecurityError):
-    """A template ran past its render budget (steps, output size or time).
-
-    Attributes:
-        limit: which limit was hit: ``"steps"``, ``"size"`` or ``"time"``.
-    """
-
-    def __init__(self, message: str, *, limit: str) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-
-class RenderBudget:
-    """Limits of one render; made by ``ChatPromptTemplate`` for each call.
-
-    Args:
-        time_s: wall-clock seconds the render may take.
-        max_steps: loop iterations plus calls the render may make; also the longest
-            ``range()`` allowed.
-        max_chars: the largest output, and the largest string/list built on the way.
-    """
-
-    __slots__ = ("blocks", "deadline", "max_chars", "max_steps", "nonce", "output", "steps",
-                 "time_s")
-
-    def __init__(self, *, time_s: float, max_steps: int, max_chars: int, nonce: str) -> None:
-        self.time_s = time_s
-        self.deadline = time.monotonic() + time_s
-        self.max_steps = max_steps
-        self.max_chars = max_chars
-        self.steps = 0
-        self.output = 0
-        self.nonce = nonce
-        self.blocks: list[tuple[str, str]] = []
-
-    def step(self) -> None:
-        """Count one step; raise ``RenderBudgetError`` past the step or time budget."""
-        self.steps += 1
-        if self.steps > self.max_steps:
-            raise RenderBudgetError(
-                f"template render budget exceeded: more than {self.max_steps} loop "
-                "iterations and calls", limit="steps")
-        if time.monotonic() > self.deadline:
-            raise RenderBudgetError(
-                f"template render budget exceeded: took more than {self.time_s} s", limit="time")
-
-    def check_size(self, size: int, what: str = "value") -> None:
-        """Raise ``RenderBudgetError`` when ``size`` characters/items exceed ``max_chars``."""
-        if size > self.max_chars:
-            raise RenderBudgetError(
-                f"template render budget exceeded: a {what} of {size} characters/items "
-                f"(limit {self.max_chars})", limit="size")
-
-    def add_output(self, size: int) -> None:
-        """Count ``size`` output characters against ``max_chars``."""
-        self.output += size
-        self.check_size(self.output, "rendered output")
-
-
-_ACTIVE: contextvars.ContextVar[RenderBudget | None] = contextvars.ContextVar(
-    "threadloom_render_budget", default=None)
-
-
-def active_budget() -> RenderBudget:
-    """The budget of the render in progress; ``RuntimeError`` outside a render.
-
-    Raising outside a render also stops Jinja2 from folding guarded calls at compile time.
-    """
-    budget = _ACTIVE.get()
-    if budget is None:
-        raise RuntimeError("no template render in progress")
-    return budget
-
-
-def activate(budget: RenderBudget) -> contextvars.Token[RenderBudget | None]:
-    """Make ``budget`` the active one; pass the token to ``deactivate``."""
-    return _ACTIVE.set(budget)
-
-
-def deactivate(token: contextvars.Token[RenderBudget | None]) -> None:
-    """Restore the budget active before ``activate``."""
-    _ACTIVE.reset(token)
-
-
-def _size_of(value: Any) -> int:
-    return len(value) if isinstance(value, _SIZED) else 0
-
-
-def _check_int_args(budget: RenderBudget, args: Iterable[Any], what: str) -> None:
-    for arg in args:
-        if isinstance(arg, int) and not isinstance(arg, bool) and abs(arg) > budget.max_chars:
-            raise RenderBudgetError(
-                f"template render budget exceeded: {what} called with {arg} "
-                f"(limit {budget.max_chars})", limit="size")
-
-
-def _check_format_string(budget: RenderBudget, fmt: Any, what: str) -> None:
-    if isinstance(fmt, str):
-        _check_int_args(budget, (int(d) for d in _DIGIT_RUN.findall(fmt) if len(d) < 30), what)
-        if any(len(d) >= 30 for d in _DIGIT_RUN.findall(fmt)):
-            raise RenderBudgetError(f"{what}: number too large in format string", limit="size")
-
-
-def _check_replace(budget: RenderBudget, text: Any, args: tuple[Any, ...]) -> None:
-    if isinstance(text, str) and len(args) >= 2 and isinstance(args[0], str):
-        old, new = args[0], str(args[1])
-        count = text.count(old) if old else len(text) + 1
-        budget.check_size(len(text) + count * max(len(new) - len(old), 0), "replace() result")
-
-
-def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(func)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        budget = active_budget()
-        budget.step()
-        values = [a for a in args if not isinstance(a, _PASSED_ARGS)]
-        _check_int_args(budget, [*values[1:], *kwargs.values()], f"filter {name!r}")
-        if name == "format" and values:
-            _check_format_string(budget, values[0], "filter 'format'")
-        if name == "replace" and values:
-            _check_replace(budget, values[0], tuple(values[1:]))
-        result = func(*args, **kwargs)
-        budget.check_size(_size_of(result), f"result of filter {name!r}")
-        return result
-
-    return guarded
-
-
-def _budget_iter(value: Any) -> Iterator[Any]:
-    """Iterate ``value``, counting each item as a step (wraps every ``{% for %}``)."""
-    budget = active_budget()
-    for item in value:
-        budget.step()
-        yield item
-
-
-def _size_guard(value: Any) -> Any:
-    """Check the size of a ``~`` concatenation result."""
-    active_budget().check_size(_size_of(value), "concatenated string")
-    return value
-
-
-def _capped_range(*args: int) -> range:
-    """``range()`` refused when longer than the step budget (it could never finish)."""
-    budget = active_budget()
-    budget.step()
-    result = range(*args)
-    if len(result) > budget.max_steps:
-        raise RenderBudgetError(
-            f"range() of {len(result)} items exceeds the render budget of "
-            f"{budget.max_steps} steps", limit="steps")
-    return result
+_STR_METHODS_WITH_SIZE = frozenset({"center", "ljust", "rjust", "zfill"})
 
 
 def _check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> None:
@@ -233,9 +77,26 @@ def _check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> 
             if isinstance(seq, _SIZED) and isinstance(count, int):
                 budget.check_size(len(seq) * max(count, 0), "repeated sequence")
     elif operator == "+":
-        budget.check_size(_size_of(left) + _size_of(right), "concatenation")
+        budget.check_size(size_of(left) + size_of(right), "concatenation")
     elif operator == "%":
-        _check_format_string(budget, left, "the % operator")
+        check_percent(budget, left, right, "the % operator")
+
+
+def _check_method(budget: RenderBudget, owner: Any, name: str, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> None:
+    what = f"method {name!r}"
+    check_int_args(budget, [*args, *kwargs.values()], what)
+    if name == "replace":
+        check_replace(budget, owner, args)
+    elif name == "join":
+        check_join(budget, owner, args[0] if args else (), f"result of {what}")
+    elif name == "expandtabs" and isinstance(owner, str):
+        size = args[0] if args and isinstance(args[0], int) else 8
+        budget.check_size(len(owner) + owner.count("\t") * max(size, 0), f"result of {what}")
+    elif name == "strftime":
+        check_str_format(budget, str(args[0]) if args else "", (), {}, what)
+    elif name in _STR_METHODS_WITH_SIZE:
+        budget.check_size(len(owner), what)
 
 
 class SandboxEnvironment(ImmutableSandboxedEnvironment):
@@ -244,19 +105,22 @@ class SandboxEnvironment(ImmutableSandboxedEnvironment):
     Uses ``StrictUndefined``; missing optional variables are given to it as
     ``ChainableUndefined`` values by ``ChatPromptTemplate``. Autoescaping is off (chat
     prompts are not HTML) and the optimizer is off, so nothing is evaluated at compile time.
+    Every filter is wrapped by ``filters.guard_filter`` and every ``{{ }}`` output by
+    ``filters.text_guard`` (as ``finalize``).
     """
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(undefined=StrictUndefined, autoescape=False, optimized=False, **kwargs)
+        super().__init__(undefined=StrictUndefined, autoescape=False, optimized=False,
+                         finalize=text_guard, **kwargs)
         for name in BLOCKED_NAMES:
             self.globals.pop(name, None)
-        self.globals["range"] = _capped_range
-        for name in _GUARDED_FILTERS:
-            self.filters[name] = _guard_filter(name, self.filters[name])
-        self.filters["_tl_iter"] = _budget_iter
-        self.filters["_tl_size"] = _size_guard
+        self.globals["range"] = capped_range
+        self.filters = {name: guard_filter(name, func) for name, func in self.filters.items()}
+        self.filters["_tl_iter"] = iterate
+        self.filters["_tl_size"] = size_guard
+        self.filters["_tl_text"] = text_guard
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         """Refuse at once: raise ``SecurityError`` naming the attribute and the type."""
@@ -269,41 +133,50 @@ class SandboxEnvironment(ImmutableSandboxedEnvironment):
         budget = active_budget()
         budget.step()
         _check_binop(budget, operator, left, right)
-        return super().call_binop(context, operator, left, right)
+        result = super().call_binop(context, operator, left, right)
+        budget.charge_value(result, f"the result of {operator!r}")
+        return result
 
     def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Count the call as a step and check size arguments of string/list methods."""
+        """Refuse calls outside the allow-list (``plain.call_allowed``); count the call as a
+        step and check the sizes a string method will build before it runs.
+
+        Raises:
+            SecurityError: ``obj`` may not be called from a template.
+        """
         budget = active_budget()
         budget.step()
+        if not call_allowed(obj):
+            raise SecurityError(
+                f"template refused: calling {describe_callable(obj)} is not allowed "
+                "(templates may call their macros, loop helpers, range, dict, namespace "
+                "and the plain methods of strings, lists and dicts)")
         owner = getattr(obj, "__self__", None)
         if isinstance(owner, _SIZED):
-            name = getattr(obj, "__name__", "?")
-            _check_int_args(budget, [*args, *kwargs.values()], f"method {name!r}")
-            if name == "replace":
-                _check_replace(budget, owner, args)
-            if name in _STR_METHODS_WITH_SIZE or name == "join":
-                budget.check_size(len(owner), f"method {name!r}")
+            _check_method(budget, owner, getattr(obj, "__name__", "?"), args, kwargs)
         result = super().call(context, obj, *args, **kwargs)
-        budget.check_size(_size_of(result), "call result")
+        budget.charge_value(result, "the call's result")
         return result
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        """Sandboxed ``str.format``/``format_map``, with widths and numbers checked first."""
+        """Sandboxed ``str.format``/``format_map``, with widths and arguments checked first."""
         wrapped = super().wrap_str_format(value)
         if wrapped is None:
             return None
         fmt = value.__self__
+        is_map = value.__name__ == "format_map"
 
         @wraps(wrapped)
         def checked(*args: Any, **kwargs: Any) -> str:
             budget = active_budget()
-            _check_format_string(budget, fmt, "str.format")
-            values = list(args[0].values()) if args and isinstance(args[0], dict) else []
-            _check_int_args(budget, [*args, *values, *kwargs.values()], "str.format")
+            mapping = args[0] if is_map and args and isinstance(args[0], dict) else {}
+            check_str_format(budget, fmt, () if is_map else args, {**mapping, **kwargs},
+                             "str.format")
             result = wrapped(*args, **kwargs)
-            budget.check_size(len(result), "str.format result")
+            budget.charge_value(result, "the str.format result")
             return result
 
+        checked.threadloom_safe_call = True  # type: ignore[attr-defined]
         return checked
 
 
@@ -346,22 +219,40 @@ def _underscore_const(node: nodes.Node) -> bool:
 
 
 def add_budget_guards(ast: nodes.Template) -> nodes.Template:
-    """Wrap every ``{% for %}`` iterable and ``~`` concatenation in budget checks (in place).
+    """Wrap every ``{% for %}`` iterable and ``~`` concatenation in budget checks (in place):
+    each ``~`` operand's text is checked before it is built, and the joined result after.
 
     Run after ``check_template_ast`` (which refuses user filters named ``_...``).
     """
     for loop in ast.find_all(nodes.For):
-        loop.iter = nodes.Filter(loop.iter, "_tl_iter", [], [], None, None, lineno=loop.lineno)
+        loop.iter = _wrap(loop.iter, "_tl_iter")
+    for concat in list(ast.find_all(nodes.Concat)):
+        concat.nodes = [_wrap(part, "_tl_text") for part in concat.nodes]
     for parent in list(ast.find_all(nodes.Node)):
         for field in parent.fields:
             child = getattr(parent, field, None)
             if isinstance(child, nodes.Concat):
-                setattr(parent, field, _wrap_size(child))
+                setattr(parent, field, _wrap(child, "_tl_size"))
             elif isinstance(child, list):
                 setattr(parent, field, [
-                    _wrap_size(c) if isinstance(c, nodes.Concat) else c for c in child])
+                    _wrap(c, "_tl_size") if isinstance(c, nodes.Concat) else c for c in child])
     return ast
 
 
-def _wrap_size(node: nodes.Concat) -> nodes.Filter:
-    return nodes.Filter(node, "_tl_size", [], [], None, None, lineno=node.lineno)
+def _wrap(node: nodes.Node, name: str) -> nodes.Filter:
+    return nodes.Filter(cast(nodes.Expr, node), name, [], [], None, None, lineno=node.lineno)
+
+
+__all__ = [
+    "BLOCKED_NAMES",
+    "MissingVariablesError",
+    "PromptTemplateError",
+    "RenderBudget",
+    "RenderBudgetError",
+    "SandboxEnvironment",
+    "activate",
+    "active_budget",
+    "add_budget_guards",
+    "check_template_ast",
+    "deactivate",
+]

@@ -29,6 +29,7 @@ from jinja2.sandbox import SecurityError as JinjaSecurityError
 
 from threadloom.errors import SecurityError
 from threadloom.prompts.loader import FileTemplateLoader
+from threadloom.prompts.plain import plain_variables
 from threadloom.prompts.sandbox import (
     MissingVariablesError,
     PromptTemplateError,
@@ -237,7 +238,9 @@ class ChatPromptTemplate:
 
         Args:
             **variables: template inputs; names must be identifiers. Names the template
-                does not use are ignored.
+                does not use are ignored. Values are converted to plain data first
+                (``threadloom.prompts.plain``): messages and pydantic models are seen as
+                their fields, and anything that is not data is refused.
 
         Returns:
             The rendered text, exactly (no stripping).
@@ -245,7 +248,8 @@ class ChatPromptTemplate:
         Raises:
             MissingVariablesError: required variables missing (nothing is rendered).
             PromptTemplateError: an invalid variable name, or an undefined attribute.
-            SecurityError: the template reached for Python internals.
+            SecurityError: a variable is not plain data (naming it), or the template
+                reached for Python internals or called what it may not.
             RenderBudgetError: the render ran past its budget (a ``SecurityError``).
         """
         text, budget = self._render_raw(variables)
@@ -289,7 +293,8 @@ class ChatPromptTemplate:
         missing = self._required - variables.keys()
         if missing:
             raise MissingVariablesError(missing)
-        context = {name: variables[name] if name in variables else ChainableUndefined(name=name)
+        given = plain_variables({n: variables[n] for n in self._variables if n in variables})
+        context = {name: given[name] if name in given else ChainableUndefined(name=name)
                    for name in self._variables}
         budget = RenderBudget(time_s=self._budget_s, max_steps=self._max_steps,
                               max_chars=self._max_chars, nonce=secrets.token_hex(16))
