@@ -8,16 +8,28 @@ of every query parameter whose name looks secret (it contains ``key``, ``token``
 says where. ``mask_urls(text)`` does the same to every URL inside a longer text, and can
 also mask a known URL's secrets wherever they appear on their own.
 
+Known secrets: ``register_secrets`` records values threadloom was given as credentials
+(a model's API key, its credential-bearing header values, the secrets of its base URL);
+``mask_urls`` and ``mask_secrets`` replace each of them wherever it appears, so a
+provider's error body that echoes the key is masked in ``ModelError`` text, in the error
+saved in the checkpoint and in the CLI's output. ``mask_http_logs`` puts the same masking
+on the HTTP client's loggers (httpx logs every request URL at INFO).
+
 Only the standard library is imported, so any module (a model adapter, a checkpointer,
 the CLI) can use it.
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import re
+import threading
+from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["MASK", "mask_url", "mask_urls"]
+__all__ = ["MASK", "is_secret_header", "mask_data", "mask_http_logs", "mask_secrets",
+           "mask_url", "mask_urls", "register_secrets", "url_secrets"]
 
 MASK = "***"
 """What a secret is replaced with."""
@@ -77,4 +89,104 @@ def mask_urls(text: str, *known: str | None) -> str:
     for url in known:
         for secret in sorted(_secrets(str(url)) if url else (), key=len, reverse=True):
             text = text.replace(secret, MASK)
+    return mask_secrets(text)
+
+
+def url_secrets(url: str) -> set[str]:
+    """The secrets ``mask_url`` hides in ``url`` (password, secret query values), raw and
+    percent-decoded, 4 characters or longer; for a ``user:password@`` URL also the
+    ``Basic`` authorization token the HTTP client makes of it."""
+    found = _secrets(str(url))
+    for m in _USERINFO.finditer(str(url)):
+        user = unquote(m.group(1).rpartition("/")[2].rstrip(":"))
+        pair = f"{user}:{unquote(m.group(2))}".encode()
+        found.add(base64.b64encode(pair).decode("ascii"))
+    return found
+
+
+_SECRET_HEADER = re.compile(
+    r"auth|cookie|key|token|secret|session|passw|pwd|credential|signature", re.IGNORECASE)
+_SCHEME_VALUE = re.compile(r"\A\s*(bearer|basic|token|digest|apikey)\s+(\S+)", re.IGNORECASE)
+_KNOWN: set[str] = set()
+_KNOWN_SORTED: tuple[str, ...] = ()
+_KNOWN_LOCK = threading.Lock()
+
+
+def is_secret_header(name: Any, value: Any) -> bool:
+    """Whether an HTTP header carries a credential: its name says so (``Authorization``,
+    ``Cookie``, ``X-Api-Key``, ``X-Session-Id``, anything with ``token``/``secret``...) or
+    its value is an auth scheme (``Bearer ...``, ``Basic ...``)."""
+    return bool(_SECRET_HEADER.search(str(name))) or (
+        isinstance(value, str) and bool(_SCHEME_VALUE.match(value)))
+
+
+def register_secrets(*values: Any) -> None:
+    """Remember credentials so that ``mask_secrets``/``mask_urls`` mask them everywhere.
+
+    Strings shorter than 4 characters and non-strings are ignored. For an auth-scheme
+    value (``Bearer X``) the token ``X`` is remembered too, and for a cookie header
+    (``a=b; c=d``) each value.
+    """
+    global _KNOWN_SORTED
+    found: set[str] = set()
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        found.add(value.strip())
+        scheme = _SCHEME_VALUE.match(value)
+        if scheme:
+            found.add(scheme.group(2))
+        if "=" in value:
+            found |= {part.partition("=")[2].strip() for part in value.split(";")}
+    found = {s for s in found if len(s) >= _MIN_LITERAL and s != MASK}
+    if found - _KNOWN:
+        with _KNOWN_LOCK:
+            _KNOWN.update(found)
+            _KNOWN_SORTED = tuple(sorted(_KNOWN, key=len, reverse=True))
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every secret given to ``register_secrets`` replaced by ``***``."""
+    text = str(text)
+    for secret in _KNOWN_SORTED:
+        if secret in text:
+            text = text.replace(secret, MASK)
     return text
+
+
+def mask_data(value: Any) -> Any:
+    """``value`` (a decoded JSON body) with ``mask_urls`` applied to every string in it."""
+    if isinstance(value, str):
+        return mask_urls(value)
+    if isinstance(value, dict):
+        return {k: mask_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_data(v) for v in value]
+    return value
+
+
+class _MaskFilter(logging.Filter):
+    """Masks URL credentials and known secrets in each record's message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot format is left to the handler
+            return True
+        masked = mask_urls(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+_FILTER = _MaskFilter()
+HTTP_LOGGERS = ("httpx", "httpx2", "openai", "openai._base_client")
+"""The loggers ``mask_http_logs`` masks: the HTTP clients' and the ``openai`` package's."""
+
+
+def mask_http_logs(*names: str) -> None:
+    """Add the masking filter to the loggers ``names`` (default ``HTTP_LOGGERS``); idempotent."""
+    for name in names or HTTP_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)

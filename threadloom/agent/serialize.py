@@ -37,6 +37,11 @@ from threadloom.agent.serialize_refs import (
     type_from_data,
     type_to_data,
 )
+from threadloom.agent.serialize_secrets import (
+    env_name_of,
+    headers_to_data,
+    refuse_secrets,
+)
 from threadloom.agent.state import default_handler
 from threadloom.errors import SecurityError, SerializationError
 from threadloom.messages import AIMessage, message_from_dict, message_to_dict
@@ -44,7 +49,6 @@ from threadloom.redact import mask_url
 
 FORMAT_VERSION = 1
 AGENT_TYPE = "threadloom.agent:Agent"
-_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential")
 _OPENAI_FIELDS = ("model", "base_url", "organization", "timeout", "max_retries",
                   "empty_content", "merge_system_messages", "tool_calling", "default_headers",
                   "include_reasoning", "streaming")
@@ -94,42 +98,6 @@ def _is_middleware_class(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, AgentMiddleware)
 
 
-# -- secrets -------------------------------------------------------------------------------
-def _secret_name(key: Any) -> bool:
-    low = str(key).lower()
-    return any(word in low for word in _SECRET_WORDS) and not low.endswith("tokens")
-
-
-def _refuse_secrets(value: Any, where: str) -> Any:
-    """Return ``value``, refusing literal strings under secret-looking keys."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if _secret_name(key) and isinstance(item, str) and item:
-                raise SecurityError(
-                    f"refusing to serialize {where}.{key}: it looks like a secret; read it "
-                    "from the environment at run time instead")
-            _refuse_secrets(item, f"{where}.{key}")
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _refuse_secrets(item, f"{where}[{i}]")
-    return value
-
-
-def _env_name_of(secret: str, hint: str | None) -> str:
-    if hint is not None:
-        if os.environ.get(hint) != secret:
-            raise SecurityError(f"api_key_env={hint!r} does not hold the model's API key")
-        return hint
-    names = sorted(k for k, v in os.environ.items() if v == secret)
-    preferred = [k for k in names if _secret_name(k)]
-    if not (preferred or names):
-        raise SecurityError(
-            "the model was given a literal API key found in no environment variable; it "
-            "will not be written. Put it in an environment variable (e.g. OPENAI_API_KEY) "
-            "or pass api_key_env='NAME'")
-    return (preferred or names)[0]
-
-
 # -- models --------------------------------------------------------------------------------
 def model_to_dict(model: Any, *, api_key_env: str | None = None) -> dict[str, Any]:
     """``{"type": path, "init_parameters": {...}}`` for a chat model.
@@ -146,14 +114,15 @@ def model_to_dict(model: Any, *, api_key_env: str | None = None) -> dict[str, An
     from threadloom.models.scripted import ScriptedChatModel
 
     if callable(getattr(model, "to_dict", None)):
-        return _refuse_secrets(dict(model.to_dict()), "model")
+        return refuse_secrets(dict(model.to_dict()), "model")
     path = import_path(type(model), "model class")
     if isinstance(model, OpenAIChatModel):
         if model.http_client is not None:
             raise SerializationError("cannot serialize an OpenAIChatModel with an http_client")
         params = {f: getattr(model, f) for f in _OPENAI_FIELDS}
         params.update(model.generation_kwargs)
-        _refuse_secrets(params, "model")
+        params["default_headers"] = headers_to_data(params["default_headers"])
+        refuse_secrets(params, "model")
         base_url = params.get("base_url")
         if isinstance(base_url, str) and mask_url(base_url) != base_url:
             raise SecurityError(
@@ -162,7 +131,7 @@ def model_to_dict(model: Any, *, api_key_env: str | None = None) -> dict[str, An
                 "OPENAI_BASE_URL) instead")
         secret = model._api_key.get_secret_value() if model._api_key is not None else None
         if secret is not None:
-            params["api_key"] = {"env": _env_name_of(secret, api_key_env)}
+            params["api_key"] = {"env": env_name_of(secret, api_key_env)}
         return {"type": path, "init_parameters": params}
     if isinstance(model, ScriptedChatModel):
         if callable(model.script):
@@ -178,7 +147,7 @@ def _script_entry(entry: Any) -> Any:
     if isinstance(entry, AIMessage):
         return message_to_dict(entry)
     if isinstance(entry, str | Mapping):  # a reply text, or a dict with its shortcuts
-        return _refuse_secrets(entry, "model.script")
+        return refuse_secrets(entry, "model.script")
     raise SerializationError(f"cannot serialize scripted reply {entry!r}")
 
 
@@ -204,6 +173,8 @@ def model_from_dict(data: Mapping[str, Any], allowed_modules: Iterable[str]) -> 
 
 
 def _from_env(value: Any, key: str) -> Any:
+    if key == "default_headers" and isinstance(value, Mapping):
+        return {name: _from_env(v, f"default_headers.{name}") for name, v in value.items()}
     if isinstance(value, Mapping) and set(value) == {"env"}:
         name = value["env"]
         if name not in os.environ:
@@ -256,7 +227,7 @@ def _middleware_to_data(mw: Any) -> str | dict[str, Any]:
     if hasattr(mw, "__wrapped__"):  # made by @before_model etc.: the module holds it
         return import_path(mw, "middleware")
     if callable(getattr(mw, "to_dict", None)):
-        return _refuse_secrets(dict(mw.to_dict()), "middleware")
+        return refuse_secrets(dict(mw.to_dict()), "middleware")
     cls = type(mw)
     if _init_takes_no_args(cls) and not vars(mw):
         return {"type": import_path(cls, "middleware class")}
@@ -315,7 +286,7 @@ def agent_to_dict(agent: Any, *, api_key_env: str | None = None) -> dict[str, An
         "hooks": hooks or None,
         "middleware": [_middleware_to_data(m) for m in cfg.get("middleware") or ()],
         "name": cfg.get("name"),
-        "generation_kwargs": _refuse_secrets(dict(cfg.get("generation_kwargs") or {}),
+        "generation_kwargs": refuse_secrets(dict(cfg.get("generation_kwargs") or {}),
                                              "generation_kwargs"),
     }
     return {"type": AGENT_TYPE, "version": FORMAT_VERSION, "init_parameters": params}

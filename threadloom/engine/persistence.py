@@ -26,6 +26,7 @@ from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
 from threadloom.errors import GraphRunError
+from threadloom.redact import mask_urls
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
@@ -98,7 +99,7 @@ class Persistence:
     async def _record_error(self, task: Task, exc: BaseException) -> None:
         if self.cp is None or self.durability == "exit" or isinstance(exc, asyncio.CancelledError):
             return
-        text = f"{type(exc).__name__}: {exc}"
+        text = mask_urls(f"{type(exc).__name__}: {exc}")  # no credential is ever stored
         try:
             await self._flush_pending_put()
             await self.cp_call(

@@ -15,14 +15,20 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import openai
 from pydantic import SecretStr
 
 from threadloom.errors import ModelError
 from threadloom.messages import AIMessage, AIMessageChunk, BaseMessage, to_openai_messages
-from threadloom.redact import mask_url
+from threadloom.redact import (
+    is_secret_header,
+    mask_http_logs,
+    mask_url,
+    register_secrets,
+    url_secrets,
+)
 
 from .base import BaseChatModel, guard_tool_calls, new_message_id
 from .openai_wire import StreamConverter, map_error, parse_completion
@@ -194,6 +200,18 @@ class OpenAIChatModel(BaseChatModel):
         self.generation_kwargs = generation_kwargs
         self._client: openai.OpenAI | None = None
         self._aclients: dict[int, openai.AsyncOpenAI] = {}
+        self._register_secrets()
+
+    def _register_secrets(self) -> None:
+        """Make the key, credential headers and URL secrets masked in every error and
+        log line (``threadloom.redact``), and mask the HTTP client's loggers."""
+        key = self._api_key.get_secret_value() if self._api_key is not None else (
+            os.environ.get("OPENAI_API_KEY"))
+        urls = [u for u in (self.base_url, os.environ.get("OPENAI_BASE_URL")) if u]
+        register_secrets(key, *(v for k, v in self.default_headers.items()
+                                if is_secret_header(k, v)),
+                         *(s for u in urls for s in url_secrets(u)))
+        mask_http_logs()
 
     def __repr__(self) -> str:
         key = "None" if self._api_key is None else "'**********'"
@@ -205,6 +223,13 @@ class OpenAIChatModel(BaseChatModel):
     def _client_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"base_url": self.base_url, "organization": self.organization,
                               "default_headers": self.default_headers or None}
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        parts = urlsplit(url) if url else None
+        if parts is not None and parts.query:
+            # The client appends the endpoint path to base_url: a query there would end
+            # up before the path. It is sent as the client's default query instead.
+            kw["base_url"] = urlunsplit(parts._replace(query="", fragment=""))
+            kw["default_query"] = dict(parse_qsl(parts.query, keep_blank_values=True))
         if self._api_key is not None:
             kw["api_key"] = self._api_key.get_secret_value()
         elif not os.environ.get("OPENAI_API_KEY") and (

@@ -32,7 +32,7 @@ from threadloom.messages import (
     construct_unchecked,
     message_from_openai,
 )
-from threadloom.redact import mask_urls
+from threadloom.redact import mask_data, mask_urls
 
 __all__ = ["StreamConverter", "map_error", "map_usage", "parse_completion"]
 
@@ -233,7 +233,8 @@ def map_error(exc: Exception, *, where: str,
 
     The message never shows credentials: every URL in it has its password and secret
     query values masked, and so do the secrets of the ``known`` URLs (the model's base
-    URLs) wherever they appear (``threadloom.redact.mask_urls``).
+    URLs) and every secret given to ``threadloom.redact.register_secrets`` (API keys,
+    credential headers) wherever they appear, in the message and in ``body``.
     """
     if isinstance(exc, openai.APITimeoutError):
         return ModelTimeoutError(mask_urls(f"{where}: the request timed out ({exc})", *known))
@@ -248,7 +249,8 @@ def map_error(exc: Exception, *, where: str,
         inner = err.get("innererror")
         if not isinstance(inner, dict):
             inner = {}
-        kwargs: dict[str, Any] = {"status_code": exc.status_code, "code": code, "body": body}
+        kwargs: dict[str, Any] = {"status_code": exc.status_code, "code": code,
+                                  "body": mask_data(body)}
         if exc.status_code == 429:
             return RateLimitError(message, retryable=True, **kwargs)
         if code == "content_filter" or inner.get("code") == "ResponsibleAIPolicyViolation":
