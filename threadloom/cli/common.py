@@ -159,9 +159,12 @@ def parse_json_arg(text: str, what: str) -> Any:
     than Python converts (``sys.get_int_max_str_digits()``) are refused, since they cannot
     be stored or shown as JSON again. Numbers that underflow (``1e-999``) read as 0.0.
 
+    Values nested deeper than ``MAX_JSON_DEPTH`` are refused too (a nesting bomb would
+    otherwise end in a ``RecursionError``).
+
     Raises:
-        CliError: (exit 2) unreadable file, invalid JSON or one of those values, naming
-            ``what`` and the value.
+        CliError: (exit 2) unreadable file, invalid JSON, one of those values or too deep a
+            nesting, naming ``what`` and the value.
     """
     source = what
     if text.startswith("@"):
@@ -174,10 +177,36 @@ def parse_json_arg(text: str, what: str) -> Any:
             raise CliError(f"{what}: {str(path)!r} is not UTF-8 text", 2) from exc
         source = f"{what} file {str(path)!r}"
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
-                          parse_int=_readable_int)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                           parse_int=_readable_int)
+    except RecursionError:  # the decoder recurses once per level
+        raise CliError(f"{source} is nested too deeply (more than {MAX_JSON_DEPTH} levels)",
+                       2) from None
     except json.JSONDecodeError as exc:
         raise CliError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} "
                        f"column {exc.colno})", 2) from exc
     except _NotJson as exc:
         raise CliError(f"{source} is not valid JSON ({exc})", 2) from exc
+    if _depth_over(value, MAX_JSON_DEPTH):
+        raise CliError(f"{source} is nested too deeply (more than {MAX_JSON_DEPTH} levels)", 2)
+    return value
+
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of lists/objects a JSON argument may have (deeper values could not be
+stored and shown again without hitting Python's recursion limit)."""
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/dicts deeper than ``limit`` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

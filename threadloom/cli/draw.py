@@ -50,7 +50,9 @@ def _draw_format(fmt: DrawFormat | None, output: Path | None) -> DrawFormat:
 
 @friendly
 def draw(
-    target: str = typer.Argument(..., metavar="MODULE:ATTR", help="a StateGraph or CompiledGraph"),
+    target: str = typer.Argument(
+        ..., metavar="MODULE:ATTR",
+        help="a StateGraph or CompiledGraph; MODULE is imported (its top-level code runs)"),
     fmt: DrawFormat | None = typer.Option(
         None, "--format", "-f", show_default=False,
         help="mermaid or png; default: png for an --output ending in .png, else mermaid"),
@@ -59,7 +61,11 @@ def draw(
         help="file to write (mermaid: default stdout); its suffix must match the format: "
              ".png for png, not an image suffix for mermaid"),
 ) -> None:
-    """Draw a graph: Mermaid text, or a PNG rendered offline with matplotlib."""
+    """Draw a graph: Mermaid text, or a PNG rendered offline with matplotlib.
+
+    This imports MODULE, which runs its top-level code (and a factory ATTR names); the
+    graph's nodes are not run. Use it only on code you trust.
+    """
     fmt = _draw_format(fmt, output)
     if fmt is DrawFormat.png and output is None:
         raise CliError("--format png needs --output FILE.png", 2)

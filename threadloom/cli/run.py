@@ -58,8 +58,10 @@ def report(graph: Any, thread_id: str, resume_hint: str) -> None:
 
 @friendly
 def run_command(
-    target: str = typer.Argument(..., metavar="MODULE:ATTR",
-                                 help="a StateGraph or CompiledGraph, e.g. app.graphs:graph"),
+    target: str = typer.Argument(
+        ..., metavar="MODULE:ATTR",
+        help="a StateGraph or CompiledGraph, e.g. app.graphs:graph. MODULE is imported "
+             "(its top-level code runs) and the graph's nodes run: name only code you trust"),
     input_: str | None = typer.Option(
         None, "--input", "-i", show_default=False,
         help="JSON input or @file.json (default {}: a new run), or null to continue the "
@@ -78,7 +80,11 @@ def run_command(
              "(tl_*) to it"),
     recursion_limit: int | None = typer.Option(None, "--recursion-limit", min=1),
 ) -> None:
-    """Run a graph with SQLite checkpoints, streaming its steps and tokens."""
+    """Run a graph with SQLite checkpoints, streaming its steps and tokens.
+
+    This imports MODULE and runs your code: its top-level statements, a factory ATTR
+    names, and every node of the graph. Use it only on code you trust.
+    """
     value = {} if input_ is None else parse_json_arg(input_, "--input")
     graph = as_graph(load_target(target), None, target)  # all of it before the store
     thread_id = thread or f"run-{uuid.uuid4().hex[:8]}"

@@ -237,23 +237,36 @@ def _write_checked(
     spec: LocalModelSpec,
     progress: ProgressCallback | None,
 ) -> None:
+    """Write ``src`` to ``target`` through a temporary file, keeping it only when its
+    SHA-256 matches.
+
+    The temporary file lives in a fresh private directory (mode 0700) next to ``target``
+    and is opened with ``O_CREAT | O_EXCL | O_NOFOLLOW``: nothing planted in the cache (a
+    ``.part`` symlink, say) is followed or overwritten. The final rename replaces
+    ``target`` itself, never what a symlink there points to.
+    """
     digest = hashlib.sha256()
-    partial = target.with_name(target.name + ".part")
-    done = 0
-    with partial.open("wb") as out:
-        while block := src.read(_CHUNK):
-            out.write(block)
-            digest.update(block)
-            done += len(block)
-            if progress is not None:
-                progress(done, total)
-    if digest.hexdigest() != spec.sha256:
+    private = Path(tempfile.mkdtemp(prefix=".pull-", dir=target.parent))
+    partial = private / (target.name + ".part")
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0)
+        done = 0
+        with os.fdopen(os.open(partial, flags, 0o600), "wb") as out:
+            while block := src.read(_CHUNK):
+                out.write(block)
+                digest.update(block)
+                done += len(block)
+                if progress is not None:
+                    progress(done, total)
+        if digest.hexdigest() != spec.sha256:
+            raise ModelError(
+                f"{spec.filename}: SHA-256 {digest.hexdigest()} does not match the expected "
+                f"{spec.sha256}; the file was not kept"
+            )
+        os.replace(partial, target)
+    finally:
         partial.unlink(missing_ok=True)
-        raise ModelError(
-            f"{spec.filename}: SHA-256 {digest.hexdigest()} does not match the expected "
-            f"{spec.sha256}; the file was not kept"
-        )
-    partial.replace(target)
+        private.rmdir()
 
 
 def _sha256(path: Path) -> str:
