@@ -46,6 +46,11 @@ ATTACKS = [
     "{% set l = [[1] * 1000] * 1000 %}{{ l|sum(start=[])|length }}",
     "{{ range(1000)|list|tojson(indent=100000)|length }}",
     "{% for i in range(99999) %}{% set t = 'y' * 999999 %}{{ t|length }}{% endfor %}",
+    BIG + "{{ dict(a=[s] * 1000).items() }}",
+    "{% set s = '\u4e2d' * 1000000 %}{% set a = s|list %}{% set b = s|list %}"
+    "{% set c = s|list %}{{ a|length }}",
+    "{% set s = 'ab ' * 333333 %}{% set a = s.split() %}{% set b = s.split() %}"
+    "{% set c = s.split() %}{{ a|length }}",
 ]
 
 _CHILD = textwrap.dedent("""

@@ -30,6 +30,13 @@ ALLOC_FACTOR = 10
 """Values built during one render may total this many times ``max_chars`` characters."""
 
 _SIZED = (str, bytes, list, tuple, dict, set, frozenset)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+POINTER_COST = 8
+"""Allocation charged per item of a built container (the reference it holds)."""
+ITEM_COST = 128
+"""Allocation charged per item when a string is broken into new objects (``split``,
+``|list``...): a small string object and its slot."""
+_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
 _DIGIT_RUN = re.compile(r"\d+")
 _NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 
@@ -122,11 +129,12 @@ class RenderBudget:
                 f"during this render past {self.max_alloc} characters/items", limit="size")
 
     def charge_value(self, value: Any, what: str) -> None:
-        """Check and charge a built value (strings and containers by their length)."""
+        """Check and charge a built value: strings by their length, containers by their
+        length (checked) times ``POINTER_COST`` (charged)."""
         size = size_of(value)
         if size:
             self.check_size(size, what)
-            self.charge(size, what)
+            self.charge(size * POINTER_COST if isinstance(value, _CONTAINERS) else size, what)
 
     def check_text(self, value: Any, what: str, extra: int = 0) -> int:
         """Check that the text of ``value`` (plus ``extra``) fits ``max_chars``, before it is
@@ -179,6 +187,8 @@ def text_weight(value: Any, budget: RenderBudget, limit: int) -> tuple[int, int,
     they would in the text. The walk stops as soon as ``chars`` or ``nodes`` passes
     ``limit``, so it costs at most ``limit`` visits; it checks the clock as it goes.
     """
+    if isinstance(value, str):
+        return len(value), 1, 0
     chars = nodes = depth = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack and chars <= limit and nodes <= limit:
@@ -198,7 +208,7 @@ def text_weight(value: Any, budget: RenderBudget, limit: int) -> tuple[int, int,
         elif isinstance(item, dict):
             chars += 2 + 4 * len(item)
             stack.extend((part, level + 1) for pair in item.items() for part in pair)
-        elif isinstance(item, list | tuple | set | frozenset):
+        elif isinstance(item, (list, tuple, set, frozenset, *_VIEWS)):
             chars += 2 + 2 * len(item)
             stack.extend((part, level + 1) for part in item)
         elif isinstance(item, range):  # as its items (join), more than its repr

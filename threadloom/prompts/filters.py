@@ -27,6 +27,7 @@ from jinja2.nodes import EvalContext
 from jinja2.runtime import Context
 
 from threadloom.prompts.budget import (
+    ITEM_COST,
     RenderBudget,
     RenderBudgetError,
     active_budget,
@@ -46,6 +47,9 @@ KEY_FILTERS = frozenset({"sort", "unique", "dictsort", "groupby"})
 _WIDTH_FILTERS = frozenset({"center", "indent", "slice", "batch", "tojson", "wordwrap"})
 _CONTAINER_COST = 64
 """Allocation charged for each list ``slice``/``batch`` creates (an empty list's bytes)."""
+_SPLITTING = frozenset({"list", "batch", "slice", "sort", "unique", "groupby", "map",
+                        "select", "reject"})
+"""Filters that, given a string, make one object per character."""
 
 
 def guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,6 +72,8 @@ def _prepare(budget: RenderBudget, name: str, args: tuple[Any, ...], first: int,
              kwargs: dict[str, Any]) -> tuple[Any, ...]:
     value, rest = args[first], args[first + 1:]
     what = f"filter {name!r}"
+    if isinstance(value, str) and name in _SPLITTING:
+        budget.charge(len(value) * ITEM_COST, f"the characters {what} makes")
     if name in _WIDTH_FILTERS:
         check_int_args(budget, [*rest, *kwargs.values()], what)
     if name not in REFERENCE_FILTERS or name == "sum":

@@ -34,6 +34,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from threadloom.errors import SecurityError
 from threadloom.prompts.budget import (
+    ITEM_COST,
     MissingVariablesError,
     PromptTemplateError,
     RenderBudget,
@@ -156,6 +157,8 @@ class SandboxEnvironment(ImmutableSandboxedEnvironment):
             _check_method(budget, owner, getattr(obj, "__name__", "?"), args, kwargs)
         result = super().call(context, obj, *args, **kwargs)
         budget.charge_value(result, "the call's result")
+        if isinstance(owner, str) and isinstance(result, list | tuple):  # split() & co
+            budget.charge(len(result) * ITEM_COST, "the strings of the call's result")
         return result
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
