@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 import re
 import time
-from collections.abc import Iterable, Sized
+from collections.abc import Collection, Iterable, Sized
 from typing import Any
 
 from jinja2.runtime import Undefined
@@ -36,7 +36,8 @@ POINTER_COST = 8
 ITEM_COST = 128
 """Allocation charged per item when a string is broken into new objects (``split``,
 ``|list``...): a small string object and its slot."""
-_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_ITERABLES: tuple[type[Collection[Any]], ...] = (
+    list, tuple, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))
 _DIGIT_RUN = re.compile(r"\d+")
 _NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 
@@ -208,7 +209,7 @@ def text_weight(value: Any, budget: RenderBudget, limit: int) -> tuple[int, int,
         elif isinstance(item, dict):
             chars += 2 + 4 * len(item)
             stack.extend((part, level + 1) for pair in item.items() for part in pair)
-        elif isinstance(item, (list, tuple, set, frozenset, *_VIEWS)):
+        elif isinstance(item, _ITERABLES):
             chars += 2 + 2 * len(item)
             stack.extend((part, level + 1) for part in item)
         elif isinstance(item, range):  # as its items (join), more than its repr
