@@ -204,9 +204,12 @@ def test_credential_headers_are_recognised(name: str, value: str, secret: bool) 
 
 
 def test_registered_secrets_are_masked_with_their_parts() -> None:
-    register_secrets("Bearer tok-REGISTERED-1", "a=cookie-REGISTERED-2; b=xy")
+    register_secrets("Bearer tok-REGISTERED-1", "a=cookie-REGISTERED-2; b=xy", "ollama",
+                     "not-needed", None)
     text = mask_secrets("got tok-REGISTERED-1 and cookie-REGISTERED-2, xy stays")
     assert text == "got *** and ***, xy stays"
+    # short values and local servers' placeholder keys are no secrets to hunt for
+    assert mask_secrets("ollama says not-needed") == "ollama says not-needed"
 
 
 @pytest.mark.parametrize(("name", "value"), [

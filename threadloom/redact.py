@@ -107,6 +107,8 @@ def url_secrets(url: str) -> set[str]:
 _SECRET_HEADER = re.compile(
     r"auth|cookie|key|token|secret|session|passw|pwd|credential|signature", re.IGNORECASE)
 _SCHEME_VALUE = re.compile(r"\A\s*(bearer|basic|token|digest|apikey)\s+(\S+)", re.IGNORECASE)
+_MIN_REGISTERED = 8  # a shorter value is too likely an ordinary word to mask everywhere
+_PLACEHOLDERS = frozenset({"not-needed", "lm-studio", "sk-no-key-required", "no-key"})
 _KNOWN: set[str] = set()
 _KNOWN_SORTED: tuple[str, ...] = ()
 _KNOWN_LOCK = threading.Lock()
@@ -123,7 +125,8 @@ def is_secret_header(name: Any, value: Any) -> bool:
 def register_secrets(*values: Any) -> None:
     """Remember credentials so that ``mask_secrets``/``mask_urls`` mask them everywhere.
 
-    Strings shorter than 4 characters and non-strings are ignored. For an auth-scheme
+    Strings shorter than 8 characters, the placeholder keys local servers take
+    (``not-needed``, ``lm-studio``...) and non-strings are ignored. For an auth-scheme
     value (``Bearer X``) the token ``X`` is remembered too, and for a cookie header
     (``a=b; c=d``) each value.
     """
@@ -138,7 +141,7 @@ def register_secrets(*values: Any) -> None:
             found.add(scheme.group(2))
         if "=" in value:
             found |= {part.partition("=")[2].strip() for part in value.split(";")}
-    found = {s for s in found if len(s) >= _MIN_LITERAL and s != MASK}
+    found = {s for s in found if len(s) >= _MIN_REGISTERED and s not in _PLACEHOLDERS}
     if found - _KNOWN:
         with _KNOWN_LOCK:
             _KNOWN.update(found)
