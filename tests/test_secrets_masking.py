@@ -231,3 +231,23 @@ def test_export_treats_credential_headers_like_api_keys(monkeypatch, name: str,
         name: {"env": "TL_TEST_HEADER_SECRET"}, "X-Title": "my app"}
     again = model_from_dict(data, allowed_modules=[])
     assert again.default_headers == {name: value, "X-Title": "my app"}
+
+
+async def test_a_tool_error_quoting_a_known_key_is_masked_in_the_tool_message() -> None:
+    from threadloom.messages import AIMessage
+    from threadloom.nodes import ToolNode
+    from threadloom.tools import tool
+
+    register_secrets(KEY)
+
+    @tool
+    def fetch_quote() -> str:
+        """Calls an upstream API."""
+        raise RuntimeError(f"upstream refused key {KEY} at http://u:{PASSWORD}@api.example")
+
+    call = {"name": "fetch_quote", "args": {}, "id": "c1", "type": "tool_call"}
+    out = await ToolNode([fetch_quote])(
+        {"messages": [AIMessage(content="", tool_calls=[call])]})
+    text = out["messages"][0].content
+    assert text.startswith("Error: the tool raised RuntimeError: upstream refused key ***")
+    _assert_clean(text)

@@ -24,6 +24,7 @@ from threadloom.messages import (
     parse_tool_args,
 )
 from threadloom.messages.build import construct_complete
+from threadloom.redact import mask_urls
 from threadloom.tools import Tool, format_tool_output, tool
 from threadloom.types import END, Command
 
@@ -307,7 +308,8 @@ class ToolNode:
             return handler
         if callable(handler):
             return str(handler(exc))
-        return f"Error: the tool raised {type(exc).__name__}: {exc}"
+        # The text goes to the model and into the state: no known credential in clear.
+        return mask_urls(f"Error: the tool raised {type(exc).__name__}: {exc}")
 
     def _to_result(
         self, value: Any, call_id: str, name: str

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadloom.engine.compiled import CompiledGraph
+from threadloom.redact import mask_urls
 from threadloom.server.eventlog import EventLog
 from threadloom.server.graphs import Assistant
 from threadloom.server.stream_map import StreamMapper, engine_modes
@@ -57,7 +58,7 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
         found = _NOTE.search(str(note))
         if found:
             node, step = found["node"], int(found["step"])
-    message = str(exc) or type(exc).__name__
+    message = mask_urls(str(exc)) or type(exc).__name__  # stored in the event log
     if node is not None:
         message = f"{message} (in node {node!r} at step {step})"
     return {"error": type(exc).__name__, "message": message, "node": node, "step": step}
