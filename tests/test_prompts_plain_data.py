@@ -182,3 +182,21 @@ def test_benign_values_render_as_plain_data(source: str, expected: str) -> None:
 def test_calls_outside_the_safe_methods_are_refused(source: str) -> None:
     with pytest.raises(SecurityError):
         ChatPromptTemplate(source).render()
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("{% for i in tree recursive %}{{ i.n }}({{ loop(i.kids) }}){% endfor %}", "1(2())"),
+    ("{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}hi{% endcall %}", "[hi]"),
+    ("{% for x in seq %}{{ loop.cycle('a', 'b') }}{% if loop.changed(x) %}!{% endif %}"
+     "{% endfor %}", "a!ba!"),
+    ("{{ '{:%Y-%m}'.format(day) }} {{ day.isoformat() }} {{ '%05.1f'|format(3.14159) }}",
+     "2024-05 2024-05-01 003.1"),
+    ("{{ users|selectattr('active')|map(attribute='name')|join(', ') }}", "a"),
+    ("{{ seq|batch(2)|list }}|{{ seq|sum }}|{{ seq|unique|list }}", "[[1, 1], [2]]|4|[1, 2]"),
+])
+def test_template_helpers_keep_working(source: str, expected: str) -> None:
+    out = ChatPromptTemplate(source).render(
+        tree=[{"n": 1, "kids": [{"n": 2, "kids": []}]}], seq=[1, 1, 2],
+        day=datetime.date(2024, 5, 1),
+        users=[{"name": "a", "active": True}, {"name": "b", "active": False}])
+    assert out == expected
