@@ -3,8 +3,12 @@
 - ``templates``: ``ChatPromptTemplate`` (as Haystack's ``ChatPromptBuilder``: the
   template's undeclared variables are its inputs, ``{% message role=... %}`` blocks build
   chat messages) and ``merge_system_messages``;
-- ``sandbox``: the locked-down Jinja2 environment and the render budget, and the prompt
-  error classes;
+- ``plain``: variables converted to plain data before a render, and the allow-list of
+  what a template may call;
+- ``sandbox``: the locked-down Jinja2 environment and the static template check;
+- ``filters``: the budget guards around every filter, loop and ``~``;
+- ``budget``: the render budget (steps, time, output, memory) and the prompt error
+  classes;
 - ``loader``: ``FileTemplateLoader``, templates read from files under one root directory.
 """
 
