@@ -47,6 +47,10 @@ ATTACKS = [
     "{{ range(1000)|list|tojson(indent=100000)|length }}",
     "{% for i in range(99999) %}{% set t = 'y' * 999999 %}{{ t|length }}{% endfor %}",
     BIG + "{{ dict(a=[s] * 1000).items() }}",
+    BIG + "{% for i in range(90000) %}{% message role='user' %}{{ s }}{% endmessage %}"
+    "{% endfor %}",
+    BIG + "{% set ns = namespace(l=[]) %}{% for i in range(90000) %}{% set b %}{{ s }}"
+    "{% endset %}{% set ns.l = ns.l + [b] %}{% endfor %}",
     "{% set s = '\u4e2d' * 1000000 %}{% set a = s|list %}{% set b = s|list %}"
     "{% set c = s|list %}{{ a|length }}",
     "{% set s = 'ab ' * 333333 %}{% set a = s.split() %}{% set b = s.split() %}"

@@ -184,8 +184,9 @@ def text_guard(value: Any) -> Any:
     """Check the text of a ``~`` operand or ``{{ }}`` output before it is built, and
     charge it."""
     budget = active_budget()
-    if isinstance(value, str):
+    if isinstance(value, str):  # the text is copied into the output or a captured block
         budget.check_size(len(value), "text")
+        budget.charge(len(value), "text")
         return value
     chars = budget.check_text(value, "text")
     budget.charge(chars, "text")

@@ -90,6 +90,7 @@ class MessageExtension(Extension):
                 f"unknown message role {role!r}; use one of {MESSAGE_ROLES}")
         if budget.nonce in content:
             raise PromptTemplateError("{% message %} blocks cannot be nested")
+        budget.charge(len(content), "a {% message %} block")
         budget.blocks.append((role, content))
         return _marker(budget.nonce, len(budget.blocks) - 1)
 
