@@ -149,6 +149,14 @@ class Color(enum.Enum):
     RED = "red"
 
 
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Mode(enum.StrEnum):
+    FAST = "fast"
+
+
 @dataclasses.dataclass
 class Card:
     name: str
@@ -160,13 +168,15 @@ class Card:
     ("{{ d.title }} {{ d['tags']|length }}", "T 2"),
     ("{{ p.x + p.y }}", "3"),
     ("{{ c }}", "Color.RED"),
+    ("{{ lv + 1 }} {{ 'yes' if md == 'fast' }} {{ md }}", "4 yes fast"),
     ("{{ card.name }} {{ card.when.strftime('%Y') }} {{ card.when.year }}", "n 2024 2024"),
     ("{{ od['a'] }}{{ flag }}{{ n + 1 }}", "1True3"),
 ])
 def test_benign_values_render_as_plain_data(source: str, expected: str) -> None:
     out = ChatPromptTemplate(source).render(
         m=HumanMessage("hi"), d=Doc(title="T", tags=["a", "b"]), p=Point(1, 2), c=Color.RED,
-        card=Card("n", datetime.date(2024, 5, 1)), od=OrderedDict(a=1), flag=True, n=2)
+        card=Card("n", datetime.date(2024, 5, 1)), od=OrderedDict(a=1), flag=True, n=2,
+        lv=Level.HIGH, md=Mode.FAST)
     assert out == expected
 
 

@@ -5,7 +5,8 @@
 of those (subclasses become the base type), and the immutable value types ``datetime``,
 ``date``, ``time``, ``timedelta`` and ``Decimal``. Messages become their dict
 (``message_to_dict``, plus ``text``), pydantic models their ``model_dump()``, dataclasses
-and named tuples a dict of their fields, enums and UUIDs their text. Anything else
+and named tuples a dict of their fields; ``IntEnum``/``StrEnum`` members their value,
+other enums and UUIDs their text. Anything else
 (modules, functions, classes, tools, paths, ``SecretStr``, ``os.environ``, open files...)
 raises ``SecurityError`` naming the variable, so nothing a template can reach runs code.
 
@@ -75,7 +76,9 @@ def _plain(value: Any, path: str, depth: int) -> Any:
     kind = type(value)
     if value is None or kind in (bool, int, float, bytes):
         return value
-    if isinstance(value, enum.Enum | uuid.UUID):
+    if isinstance(value, enum.Enum) and not isinstance(value, int | str):
+        return str(value)  # as it renders; int and str enums go on as their value
+    if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, str):
         return str.__str__(value)
