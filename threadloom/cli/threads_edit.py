@@ -26,7 +26,7 @@ from typing import Any
 
 import typer
 
-from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
+from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, pid_space
 from threadloom.cli.common import CliError, friendly, parse_json_arg
 from threadloom.cli.store import choose_store, require_thread
 from threadloom.cli.target import as_graph, load_target
@@ -45,7 +45,7 @@ __all__ = ["delete", "fork", "hold_thread"]
 LEASE_S = 60.0  # how long fork/delete hold a thread (their write takes well under that)
 
 
-_OWNER = f"{socket.gethostname()}:{os.getpid()}:cli-{uuid.uuid4().hex[:8]}"  # see leases.py
+_OWNER = f"{socket.gethostname()}:{os.getpid()}:{pid_space()}-cli{uuid.uuid4().hex[:8]}"
 
 
 @contextmanager

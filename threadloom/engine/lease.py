@@ -18,6 +18,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from threadloom.checkpoint.leases import pid_space
 from threadloom.errors import ThreadBusyError
 from threadloom.workers import to_worker
 
@@ -25,7 +26,23 @@ if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop
 
 LEASE_TTL_S = 300.0
-OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _new_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{pid_space()}-{uuid.uuid4().hex[:8]}"
+
+
+OWNER = _new_owner()
+"""This process as a lease owner; see ``checkpoint.leases`` for how liveness is judged.
+A forked child gets its own (two forked workers must never share a lease)."""
+
+
+def _owner_after_fork() -> None:
+    global OWNER
+    OWNER = _new_owner()
+
+
+os.register_at_fork(after_in_child=_owner_after_fork)
 
 
 class ThreadLease:
