@@ -37,11 +37,17 @@ class Log(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
 
 
+def _mark(path: str, text: str) -> None:
+    """Write ``path`` whole at once: the test polls for it from another process."""
+    Path(path + ".tmp").write_text(text)
+    os.replace(path + ".tmp", path)
+
+
 def _builder(marker: str | None = None, seconds: float = 0.0,
              during: Callable[[], None] | None = None) -> StateGraph:
     def slow(state: Log) -> dict[str, Any]:
         if marker:
-            Path(marker).write_text("started")
+            _mark(marker, "started")
         if during is not None:
             during()
         time.sleep(seconds)
@@ -157,7 +163,7 @@ def child_hold(where: str, thread: str, marker: str, pid: str, ttl: str) -> None
 
             cp = _open("sqlite", where)
             cp.acquire_lease(thread, OWNER, float(ttl))
-            Path(marker).write_text(OWNER)
+            _mark(marker, OWNER)
             time.sleep(60)
             os._exit(0)
         os.waitpid(child, 0)
@@ -307,4 +313,28 @@ def test_a_lost_connection_mid_run_is_a_checkpoint_error_and_the_run_resumes(bac
     assert "password" not in str(caught.value).lower()
     done = graph.invoke(None, config)  # resuming works once the server is back
     assert done["log"][-1] == "after"
+    cp.close()
+
+
+def test_a_live_run_keeps_its_lease_through_a_node_longer_than_the_ttl(backend, monkeypatch):
+    import threading
+
+    from threadloom.engine import lease
+
+    kind, where = backend
+    monkeypatch.setattr(lease, "LEASE_TTL_S", 0.6)
+    monkeypatch.setattr(lease, "HEARTBEAT_S", 0.1)
+    cp = _open(kind, where)
+    inside = threading.Event()
+    graph = _builder(seconds=2.0, during=inside.set).compile(checkpointer=cp)
+    outcome: list[Any] = []
+    runner = threading.Thread(target=lambda: outcome.append(graph.invoke(
+        {"log": ["in"]}, {"configurable": {"thread_id": "t"}})))
+    runner.start()
+    assert inside.wait(30)
+    time.sleep(1.2)  # twice the TTL into the node: only the heartbeat kept the lease
+    with pytest.raises(ThreadBusyError, match="holds its lease"):
+        cp.acquire_lease("t", "another-host:1:elsewhere-0000", 5)
+    runner.join(30)
+    assert outcome and outcome[0]["log"] == ["in", "run", "after"]  # never fenced off
     cp.close()
