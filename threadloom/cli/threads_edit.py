@@ -21,7 +21,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import typer
@@ -129,16 +129,22 @@ def fork(thread: str,
         saved = find_checkpoint(reader, thread, checkpoint)
     _check_update(saved, values, compiled, graph, as_node)
     cid = saved.config["configurable"]["checkpoint_id"]
+    refused = "nothing was forked"
     with opened(store, read_only=False) as cp, \
-            hold_thread(cp, thread, "nothing was forked") as token:
+            (nullcontext(None) if compiled is not None else hold_thread(cp, thread, refused)
+             ) as token:  # update_state takes the thread's lease itself
         with reading(thread):
             saved = cp.get_tuple(saved.config)
         if saved is None:
             raise CliError(f"checkpoint {cid!r} of thread {thread!r} was removed meanwhile "
                            "(pruned, expired or deleted); nothing was forked")
         if compiled is not None:
-            new = as_graph(compiled, cp, graph).update_state(saved.config, values,
-                                                             as_node=as_node)
+            try:
+                new = as_graph(compiled, cp, graph).update_state(saved.config, values,
+                                                                 as_node=as_node)
+            except ThreadBusyError as exc:
+                raise CliError(f"{exc}; {refused} (wait for the run to end, then try "
+                               "again)") from exc
         else:
             new = _fork_direct(cp, saved, values, token)
     new_id = new["configurable"]["checkpoint_id"]
