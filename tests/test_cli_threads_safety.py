@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from threadloom import END, START, StateGraph, ThreadBusyError
+from threadloom.checkpoint.leases import pid_space
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
 from threadloom.errors import CheckpointError, SerializationError
@@ -307,7 +308,7 @@ def test_delete_goes_ahead_when_the_holder_is_gone_or_its_lease_expired(work: Pa
     path = work / "c.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    _hold(path, "t1", f"{socket.gethostname()}:{dead.pid}:crashed")
+    _hold(path, "t1", f"{socket.gethostname()}:{dead.pid}:{pid_space()}-crashed")
     _hold(path, "t2", "elsewhere:1:w", ttl=0.01)
     time.sleep(0.05)
     for thread in ("t1", "t2"):

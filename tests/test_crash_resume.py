@@ -41,6 +41,7 @@ from crash_worker import (
 )
 
 from threadloom import START, HumanMessage, StateGraph, ThreadBusyError
+from threadloom.checkpoint.leases import pid_space
 from threadloom.checkpoint.memory import InMemoryCheckpointer
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
 
@@ -238,9 +239,10 @@ def test_a_lease_of_a_dead_process_on_this_host_is_free(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     host = socket.gethostname()
-    cp.acquire_lease("a", f"{host}:{dead.pid}:cafe", 300)
+    space = pid_space()  # an owner of this PID namespace (see test_lease_attacks.py)
+    cp.acquire_lease("a", f"{host}:{dead.pid}:{space}-cafe", 300)
     assert cp.acquire_lease("a", "me", 300) == 2  # taken over at once, with a new token
-    cp.acquire_lease("b", f"{host}:{os.getppid()}:cafe", 300)  # alive
+    cp.acquire_lease("b", f"{host}:{os.getppid()}:{space}-cafe", 300)  # alive
     cp.acquire_lease("c", f"elsewhere.example:{dead.pid}:cafe", 300)  # another machine
     for tid in ("b", "c"):
         with pytest.raises(ThreadBusyError, match="busy"):

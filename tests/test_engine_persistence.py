@@ -366,6 +366,7 @@ def test_a_run_that_lost_its_lease_cannot_write(tmp_path, thread_id):
 
     old_ttl = lease_mod.LEASE_TTL_S
     lease_mod.LEASE_TTL_S = 0.05
+    lease_mod.HEARTBEAT_S = 60  # a stalled process: its heartbeat stalls too
     try:
         def stall_then_write(s):
             import time
@@ -381,6 +382,7 @@ def test_a_run_that_lost_its_lease_cannot_write(tmp_path, thread_id):
             g2.compile(checkpointer=cp).invoke({"n": 0}, thread_id=thread_id)
     finally:
         lease_mod.LEASE_TTL_S = old_ttl
+        lease_mod.HEARTBEAT_S = None
     snap = g2.compile(checkpointer=cp).get_state(thread_id=thread_id)
     assert snap.values.get("n") != 99
     cp.close()

@@ -270,6 +270,11 @@ class BlobLayer:
                     f"delta base {cur.base!r} of channel {channel!r} (thread {thread_id!r}) "
                     "is missing"
                 )
+            if len(parts) > len(chain):  # more links than rows: the chain loops
+                raise SerializationError(
+                    f"the delta chain of blob {bid!r} of channel {channel!r} (thread "
+                    f"{thread_id!r}) loops back on itself: threadloom did not write it"
+                )
             cur_bid, cur = cur.base, nxt
         if base is None:
             value = loads(cur.data)

@@ -6,11 +6,14 @@ carries ``configurable["__lease_token"]`` is refused with ``ThreadBusyError`` un
 token is still the thread's current one, checked in the same transaction as the write, so
 a worker that lost its lease can never write after the new holder started.
 
-A crashed run cannot give its lease back. An owner named ``"<host>:<pid>:<tag>"`` (the
-engine's format, ``engine/lease.py``) whose host is this machine and whose process no
-longer exists is treated as gone, so a run resumed on the same machine right after a
-crash (``kill -9``, OOM) takes the thread at once; a lease held by a crashed process on
-another machine lasts until it expires, or until an operator calls ``break_lease``. A
+A crashed run cannot give its lease back. An owner named ``"<host>:<pid>:<space>-<tag>"``
+(the engine's format, ``engine/lease.py``) whose host is this machine, whose ``space``
+is this process's PID space (``pid_space()``: the PID namespace and boot) and whose
+process no longer exists is treated as gone, so a run resumed on the same machine right
+after a crash (``kill -9``, OOM) takes the thread at once. Any other holder (another
+machine, another container with the same hostname, an owner in another format) is alive
+until its lease expires: the engine renews it while the run goes on (``LEASE_TTL_S``),
+and an operator can call ``break_lease``. A
 wrongly broken lease cannot corrupt the thread: the old holder's writes are fenced off.
 ``delete_thread`` breaks the lease the same way, so a run cannot write into a thread
 deleted under it; ``threadloom threads delete``/``fork`` take the lease themselves for
@@ -19,6 +22,8 @@ the length of their write, and refuse a thread a live run holds.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import socket
 import time
@@ -31,14 +36,35 @@ from threadloom.errors import ThreadBusyError
 LEASE_TOKEN_KEY = "__lease_token"
 
 
+@functools.cache
+def pid_space() -> str:
+    """A short id of the PID space this process lives in: its PID namespace and the boot.
+
+    Two containers can share a hostname while their PIDs mean different processes (each
+    has its own PID namespace), and a PID seen before a reboot means nothing after it;
+    only an owner of the same space may be judged by a PID check. Where there is no
+    ``/proc`` (not Linux), the host itself is the space.
+    """
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        return "h"
+    return hashlib.sha256(f"{ns}/{boot}".encode()).hexdigest()[:12]
+
+
 def owner_is_dead(owner: str) -> bool:
-    """True when ``owner`` (``"<host>:<pid>:<tag>"``) names a process of this host that
-    no longer runs. Any other owner (another host, another format, a live or
-    unknowable process) counts as alive.
+    """True when ``owner`` (``"<host>:<pid>:<space>-<tag>"``) names a process of this host
+    and of this PID space (``pid_space``) that no longer runs. Any other owner (another
+    host, another PID namespace with the same hostname, another format, a live or
+    unknowable process) counts as alive: its lease lasts until it expires.
     """
     parts = owner.rsplit(":", 2)
     if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
         return False
+    if not parts[2].startswith(pid_space() + "-"):
+        return False  # a PID of another namespace (or boot) says nothing here
     pid = int(parts[1])
     if pid == os.getpid():
         return False
@@ -69,6 +95,9 @@ class LeaseMixin:
     def _tx(self, write: bool) -> AbstractContextManager[Any]:
         raise NotImplementedError
 
+    def _lease_tx(self, thread_id: str) -> AbstractContextManager[Any]:
+        """The write transaction ``acquire_lease`` runs in (PostgreSQL waits less)."""
+        return self._tx(True)
 
     def acquire_lease(self, thread_id: str, owner: str, ttl_s: float) -> int:
         """Take the thread's lease for ``ttl_s`` seconds; returns the new fencing token.
@@ -76,9 +105,10 @@ class LeaseMixin:
         Re-acquiring by the same ``owner`` renews it with a new token.
 
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease.
+            ThreadBusyError: another owner holds an unexpired lease (or, on PostgreSQL,
+                a transaction that stalled holding its row).
         """
-        with self._tx(True) as tx:
+        with self._lease_tx(thread_id) as tx:
             lease = tx.get_lease(thread_id)
             now = time.time()
             if (

@@ -31,7 +31,7 @@ from typing import Any
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlbase import POSTGRES, SCHEMA_VERSION, TABLES, Sql, SqlTx
 from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
-from threadloom.errors import CheckpointError
+from threadloom.errors import CheckpointError, ThreadBusyError
 from threadloom.redact import mask_url, mask_urls
 
 try:
@@ -44,6 +44,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the install
         "pip install 'threadloom[postgres]'"
     ) from _exc
 
+_LEASE_LOCK_MS = 200  # taking a lease waits this long for its row, then retries
 _MIGRATION_LOCK = 0x746C636B  # "tlck": advisory lock key serializing table creation
 _PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
 
@@ -81,6 +82,9 @@ class PostgresCheckpointer(StoredCheckpointer):
         connect_timeout: seconds to wait for each new connection, where ``conninfo``
             sets no ``connect_timeout`` of its own.
         read_only: never create, migrate or write anything (see the module doc).
+        lock_timeout_s: the longest a write waits for a row another transaction holds
+            (then ``ThreadBusyError``); taking a lease waits 0.2 s per try and retries
+            up to the run's ``busy_timeout``.
 
     Raises:
         ValueError: ``schema`` is not a valid identifier.
@@ -103,6 +107,7 @@ class PostgresCheckpointer(StoredCheckpointer):
         cache_size: int = 256,
         connect_timeout: int = 5,
         read_only: bool = False,
+        lock_timeout_s: float = 5.0,
     ) -> None:
         super().__init__(
             codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
@@ -127,9 +132,10 @@ class PostgresCheckpointer(StoredCheckpointer):
                     self._migrate(conn)
         except psycopg.Error as exc:
             raise CheckpointError(f"cannot use the {where}: {_reason(exc, conninfo)}") from exc
+        self.lock_timeout_s = lock_timeout_s
         self._pool = ConnectionPool(
             conninfo, min_size=1, max_size=max(1, pool_size), kwargs=kwargs, open=False,
-            configure=_begin_read_only if read_only else None)
+            configure=_begin_read_only if read_only else self._configure)
         try:
             self._pool.open(wait=True, timeout=30)
         except psycopg.Error as exc:  # PoolTimeout included
@@ -158,12 +164,37 @@ class PostgresCheckpointer(StoredCheckpointer):
             check_schema(self._where, TABLES, present, SqlTx(cur, self._sql).schema_version,
                          SCHEMA_VERSION, f"no threadloom tables in {place}")
 
+    def _configure(self, conn: Any) -> None:
+        """Each pooled connection waits at most ``lock_timeout_s`` for a row lock: a
+        writer stalled inside its transaction (SIGSTOP, a hung client) cannot block the
+        others without bound."""
+        conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout_s * 1000))}")
+
     @contextmanager
-    def _tx(self, write: bool) -> Iterator[Any]:
+    def _tx(self, write: bool, *, lease_of: str | None = None) -> Iterator[Any]:
+        """One transaction. A lost connection (the server restarted, the backend was
+        terminated) is a ``CheckpointError``, a row lock not granted in time a
+        ``ThreadBusyError``; ``lease_of`` (a thread id) makes the lock wait short, as
+        taking a lease retries up to the run's ``busy_timeout`` itself."""
         if write and self.read_only:
             raise CheckpointError(f"the {self._where} was opened read-only; it does not write")
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield SqlTx(cur, self._sql)
+        try:
+            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                if lease_of is not None:
+                    cur.execute(f"SET LOCAL lock_timeout = {_LEASE_LOCK_MS}")
+                yield SqlTx(cur, self._sql)
+        except psycopg.errors.LockNotAvailable as exc:
+            thread = lease_of or ""
+            raise ThreadBusyError(
+                f"thread {thread!r} is busy: another writer holds its rows in an open "
+                "transaction" if thread else "another writer of this store has held the "
+                f"rows this write needs for over {self.lock_timeout_s}s (a stalled "
+                "transaction)", thread_id=thread) from exc
+        except psycopg.Error as exc:
+            raise CheckpointError(f"the {self._where} failed: {_reason(exc, '')}") from exc
+
+    def _lease_tx(self, thread_id: str) -> Any:
+        return self._tx(True, lease_of=thread_id)
 
     def close(self) -> None:
         """Close the connection pool."""

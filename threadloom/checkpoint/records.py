@@ -27,6 +27,8 @@ from threadloom.checkpoint.base import Checkpoint, checkpoint_ts
 from threadloom.checkpoint.blob_rows import Ref
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.serde_builtin import TAG
+from threadloom.errors import SerializationError
+from threadloom.types import Send
 
 _CHECKPOINT_KEYS = frozenset(Checkpoint.__annotations__)
 _OPTIONAL_MAPS = ("versions_seen", "barriers")
@@ -86,7 +88,9 @@ def decode_record(codec: Codec, cid: str, data: bytes) -> tuple[Checkpoint, dict
     """The checkpoint (``channel_values`` still empty) and refs stored in a record.
 
     Raises:
-        SerializationError: bytes that are not a record this codec wrote.
+        SerializationError: bytes that are not a record this codec wrote, or a record
+            whose refs or bookkeeping (``next``, versions, barriers) are not of the types
+            threadloom writes.
     """
     record = codec.loads(data)
     body = record.get("k")
@@ -108,16 +112,59 @@ def decode_record(codec: Codec, cid: str, data: bytes) -> tuple[Checkpoint, dict
         checkpoint["id"] = cid
         for key in _OPTIONAL_MAPS:
             checkpoint.setdefault(key, {})
+    _check_body(checkpoint)
     own = "." + cid
     refs: dict[str, Ref] = {}
     for ch, r in record["r"].items():
-        if type(r) is not list:
+        if type(r) is str:
             refs[ch] = r
-        elif len(r) == 1:
+        elif type(r) is list and len(r) == 1 and type(r[0]) is str:
             refs[ch] = r[0] + own
-        else:
+        elif type(r) is list and len(r) == 2 and r[0] is None:
             refs[ch] = (r[1],)
+        else:
+            raise SerializationError(
+                f"the stored record refers to channel {ch!r}'s value by a "
+                f"{type(r).__name__} threadloom does not write"
+            )
     return checkpoint, refs
+
+
+def _check_body(checkpoint: Any) -> None:
+    """Refuse a decoded checkpoint whose bookkeeping is not of the types the engine
+    writes (a number in ``next``, a text version...), before the engine trips on it."""
+    if type(checkpoint) is not dict:
+        raise SerializationError(f"the stored checkpoint is a {type(checkpoint).__name__}")
+    wrong = [k for k, ok in (
+        ("v", type(checkpoint.get("v")) is int),
+        ("ts", type(checkpoint.get("ts")) is str),
+        ("channel_versions", _map_of(checkpoint.get("channel_versions"), _is_version)),
+        ("versions_seen", _map_of(checkpoint.get("versions_seen"),
+                                  lambda m: _map_of(m, _is_version))),
+        ("next", type(checkpoint.get("next")) is list
+         and all(map(_is_next_item, checkpoint["next"]))),
+        ("barriers", _map_of(checkpoint.get("barriers"),
+                             lambda v: type(v) is list and all(type(x) is str for x in v))),
+    ) if not ok]
+    if wrong:
+        raise SerializationError(
+            f"the stored checkpoint's {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'}"
+            " not of the types threadloom writes"
+        )
+
+
+def _is_next_item(x: Any) -> bool:
+    """A node name, or a Send packet as the engine saves it (``{"node": name, "arg": ...}``)."""
+    return type(x) is str or (type(x) is dict and type(x.get("node")) is str) or isinstance(
+        x, Send)
+
+
+def _is_version(v: Any) -> bool:
+    return type(v) is int or type(v) is str or type(v) is float
+
+
+def _map_of(m: Any, ok: Any) -> bool:
+    return type(m) is dict and all(type(k) is str and ok(v) for k, v in m.items())
 
 
 def encode_metadata(codec: Codec, metadata: Mapping[str, Any]) -> bytes:

@@ -12,6 +12,8 @@ tag         value
 ``d``       ``date``          ``t``   ``time``          ``td``  ``timedelta``
 ``uuid``    ``UUID``          ``dec`` ``Decimal``       ``b``   ``bytes`` (base64)
 ``f``       non-finite float  ``set`` / ``fset`` / ``tup``: set, frozenset, tuple
+``int``     an int of more than about 4,200 digits, as hex (decimal ones that long
+            cannot be read back by Python's ``json``)
 ``map``     a dict with non-str keys, or with the key ``"__tl__"`` (escaped as pairs)
 ``sur``     a str holding surrogate code points (kept exactly, as UTF-8 surrogatepass)
 ``msg``     a threadloom message (``threadloom.messages``)
@@ -42,9 +44,12 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_json as _FAST_DUMPS
 
+from threadloom.checkpoint.depth import MAX_DEPTH, depth, room
 from threadloom.checkpoint.serde_builtin import (
+    BIG_INT,
     SIMPLE_ENCODERS,
     TAG,
+    enc_big_int,
     escape_surrogates,
 )
 from threadloom.checkpoint.serde_messages import message_tree
@@ -58,7 +63,8 @@ _JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_
 
 def _slow_dumps(tree: Any, path: str) -> bytes:
     try:
-        return _JSON_DUMPS(tree).encode("utf-8")
+        with room(2 * MAX_DEPTH):
+            return _JSON_DUMPS(tree).encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: stored as tagged UTF-8 bytes
         return _JSON_DUMPS(escape_surrogates(tree)).encode("utf-8")
     except ValueError as exc:
@@ -153,7 +159,7 @@ class Codec(CodecReader):
         try:
             tree = self._enc(value)
         except (_Unsupported, RecursionError):
-            tree = self.to_json(value, path=path)  # raises the error naming the path
+            tree = self._deep_tree(value, path)  # or raises the error naming the path
         try:
             # The tree is plain JSON by now; pydantic-core writes it ~4x faster than the
             # stdlib, to the same compact form (a float may show its exponent as e-7
@@ -164,6 +170,19 @@ class Codec(CodecReader):
         if self.encrypt is not None:
             return ENCRYPTED_PREFIX + self.encrypt(data)
         return data
+
+    def _deep_tree(self, value: Any, path: str) -> Any:
+        """``to_json`` given the room for ``MAX_DEPTH`` levels whatever the caller's stack
+        (see ``depth``); a value nested deeper is refused, naming ``path``."""
+        with room(4 * MAX_DEPTH):
+            tree = self.to_json(value, path=path)
+        levels = depth(tree)
+        if levels > MAX_DEPTH:
+            raise SerializationError(
+                f"cannot serialize {path or 'value'}: nested {levels} levels deep; the "
+                f"checkpoint codec stores at most {MAX_DEPTH}", path=path
+            )
+        return tree
 
     def dumps_plain(self, tree: Any) -> bytes:
         """Encode a tree the caller built of plain JSON only (str keys, never the tag key).
@@ -195,8 +214,10 @@ class Codec(CodecReader):
 
     def _enc(self, v: Any) -> Any:
         t = type(v)
-        if t is str or t is int or t is bool or v is None:
+        if t is str or t is bool or v is None:
             return v
+        if t is int:
+            return v if -BIG_INT < v < BIG_INT else enc_big_int(v)
         if t is float:
             return v if math.isfinite(v) else {TAG: "f", "v": repr(v)}
         if t is list:
@@ -218,7 +239,8 @@ class Codec(CodecReader):
         try:
             for i, item in enumerate(v):  # noqa: B007 - i is read by the except clause
                 t = type(item)
-                if t is str or t is int or t is bool or item is None:  # as _enc, no call
+                if (t is str or (t is int and -BIG_INT < item < BIG_INT) or t is bool
+                        or item is None):  # as _enc, without a call
                     if out is not None:
                         out.append(item)
                     continue
@@ -241,7 +263,8 @@ class Codec(CodecReader):
                 if type(key) is not str or key == TAG:
                     break
                 t = type(item)
-                if t is str or t is int or t is bool or item is None:  # as _enc, no call
+                if (t is str or (t is int and -BIG_INT < item < BIG_INT) or t is bool
+                        or item is None):  # as _enc, without a call
                     if out is not None:
                         out[key] = item
                     continue
@@ -308,9 +331,9 @@ class Codec(CodecReader):
             return sorted(items)
         except TypeError:
             return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
+
+
 def _refusal(t: type) -> _Unsupported:
-
-
     name = qualified_name(t)
     if issubclass(t, enum.Enum | BaseModel) or dataclasses.is_dataclass(t):
         reason = (

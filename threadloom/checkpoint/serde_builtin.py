@@ -54,11 +54,30 @@ def _enc_datetime(v: dt.datetime) -> dict[str, Any]:
 
 def _rev_datetime_env(d: dict[str, Any]) -> dt.datetime:
     value = dt.datetime.fromisoformat(d["v"])
+    fold = 1 if d.get("fold") else 0
     if "z" in d:
-        value = value.astimezone(ZoneInfo(str(d["z"])))
-    if d.get("fold"):
-        value = value.replace(fold=1)
-    return value
+        # the same wall time in the named zone (no trip through UTC, which overflows near
+        # year 1 and 9999); only if the zone's rules changed since, the same instant
+        zone = ZoneInfo(str(d["z"]))
+        local = value.replace(tzinfo=zone, fold=fold)
+        return local if local.utcoffset() == value.utcoffset() else value.astimezone(zone)
+    return value.replace(fold=1) if fold else value
+
+
+BIG_INT = 1 << 14000
+"""Ints at least this large (about 4,200 digits) are stored as hex (tag ``int``): Python
+refuses to read decimal ints of more than 4,300 digits back (``sys.int_info``)."""
+
+
+def enc_big_int(v: int) -> dict[str, Any]:
+    """The ``int`` envelope of an int too large for decimal JSON (see ``BIG_INT``)."""
+    return {TAG: "int", "v": format(v, "x")}
+
+
+def _rev_big_int(v: str) -> int:
+    if type(v) is not str:
+        raise TypeError(f"an int envelope holds a {type(v).__name__}, not hex digits")
+    return int(v, 16)  # linear in the length, unlike decimal
 
 
 def _enc_time(v: dt.time) -> dict[str, Any]:
@@ -100,6 +119,7 @@ SIMPLE_REVIVERS: dict[str, Callable[[Any], Any]] = {
     "dec": lambda v: Decimal(v),
     "b": lambda v: base64.b64decode(v.encode("ascii"), validate=True),
     "f": _rev_float,
+    "int": _rev_big_int,
     "set": set,
     "fset": frozenset,
     "tup": tuple,

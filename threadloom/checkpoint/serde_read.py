@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from threadloom.checkpoint.depth import MAX_DEPTH, room
 from threadloom.checkpoint.serde_builtin import ENVELOPE_REVIVERS, SIMPLE_REVIVERS, TAG
 from threadloom.checkpoint.typereg import TypeRegistry, qualified_name
 from threadloom.errors import SerializationError, UntrustedTypeError
@@ -27,7 +28,6 @@ class CodecReader:
 
     registry: TypeRegistry
     decrypt: Callable[[bytes], bytes] | None
-
 
     def loads(self, data: bytes | bytearray | memoryview | str) -> Any:
         """Decode bytes written by ``dumps``.
@@ -62,6 +62,20 @@ class CodecReader:
         elif raw.startswith(ENCRYPTED_PREFIX):
             raise SerializationError("blob is encrypted; construct the Codec with decrypt=")
         try:
+            return self._parse(raw)
+        except RecursionError:
+            pass
+        with room(MAX_DEPTH + 50):  # the caller's stack was deep: give the parser room
+            try:
+                return self._parse(raw)
+            except RecursionError:
+                raise SerializationError(
+                    f"stored blob is nested more than {MAX_DEPTH} levels deep: "
+                    "threadloom never writes that deep"
+                ) from None
+
+    def _parse(self, raw: bytes) -> Any:
+        try:
             if _TAG_BYTES in raw:
                 return json.loads(raw, object_hook=self._revive)
             return json.loads(raw)
@@ -90,8 +104,11 @@ class CodecReader:
                     return self._revive_registered(tag, d)
         except SerializationError:
             raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SerializationError(f"bad {tag!r} envelope in stored data: {exc}") from exc
+        except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+            # a forged envelope: a timedelta of 10**12 days, a Decimal exponent beyond
+            # the decimal module's range, a zone that does not exist, a field missing...
+            what = f"{type(exc).__name__}: {exc}"
+            raise SerializationError(f"bad {tag!r} envelope in stored data: {what}") from exc
         raise UntrustedTypeError(f"unknown type tag {tag!r} in stored data", type_name=str(tag))
 
     def _revive_registered(self, tag: str, d: dict[str, Any]) -> Any:

@@ -381,7 +381,16 @@ def _ck(r: Sequence[Any]) -> CkRow:
 
 
 def _blob(r: Sequence[Any], thread_id: str) -> BlobRow:
-    data = r[6]
+    data, base, snap, n, chain = r[6], r[2], r[3], r[4], r[5]
     if type(data) is not bytes:
         data = as_blob(data, f"blob {r[1]!r} of channel {r[0]!r} (thread {thread_id!r})")
-    return BlobRow(r[2], r[3], int(r[4]), int(r[5]), data)
+    if (type(n) is not int or type(chain) is not int or type(snap) is not str
+            or not (base is None or type(base) is str)):
+        # SQLite keeps a TEXT put into an INTEGER column as text: refuse it here
+        kinds = ", ".join(f"{k} {type(v).__name__}" for k, v in
+                          (("base", base), ("snap", snap), ("n", n), ("chain", chain)))
+        raise SerializationError(
+            f"blob {r[1]!r} of channel {r[0]!r} (thread {thread_id!r}) has columns of the "
+            f"wrong type ({kinds}): threadloom did not write it"
+        )
+    return BlobRow(base, snap, n, chain, data)

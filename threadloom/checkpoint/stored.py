@@ -51,6 +51,7 @@ __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
 _new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
 
+
 class _Reader:
     def __init__(self, tx: Tx, thread_id: str, ns: str) -> None:
         self.tx, self.thread_id, self.ns = tx, thread_id, ns
@@ -179,6 +180,8 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         except CheckpointError as exc:
             _name_checkpoint(exc, row)
             raise
+        except _FORGED as exc:  # the last net: whatever else a forged row trips
+            raise _name_checkpoint(_bad_shape("data", exc), row) from exc
         parent = (
             make_config(row.thread_id, row.checkpoint_ns, row.parent_id)
             if row.parent_id
@@ -349,11 +352,16 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         with self._tx(False) as tx:
             return tx.thread_ids()
 
-def _bad_shape(what: str) -> SerializationError:
+_FORGED = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError)
+"""What decoding a row threadloom did not write may raise beyond its own errors."""
+
+
+def _bad_shape(what: str, exc: BaseException | None = None) -> SerializationError:
     """The error for a stored ``what`` that decodes, but not to what threadloom writes
     (the caller chains what decoding it raised as the cause)."""
+    why = f" ({type(exc).__name__}: {str(exc)[:200]})" if exc is not None else ""
     return SerializationError(
-        f"the stored {what} is valid JSON but not in the shape threadloom writes"
+        f"the stored {what} is valid JSON but not in the shape threadloom writes{why}"
     )
 
 

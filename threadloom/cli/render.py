@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from threadloom.checkpoint.depth import MAX_DEPTH, room
+
 __all__ = ["dumps", "jsonable", "printable"]
 
 
@@ -98,9 +100,12 @@ def dumps(value: Any, *, indent: int | None = 2) -> str:
     not valid Unicode, e.g. from ``"\\ud800"`` in JSON input) as its JSON escape
     ``\\ud800``, which reads back as the same string.
     """
-    plain = jsonable(value)
-    try:
-        text = json.dumps(plain, indent=indent, ensure_ascii=False, allow_nan=False)
-    except ValueError:  # a non-finite float somewhere
-        text = json.dumps(_finite(plain), indent=indent, ensure_ascii=False, allow_nan=False)
+    # A stored value may nest MAX_DEPTH levels; printing takes a few frames per level.
+    with room(8 * MAX_DEPTH):
+        plain = jsonable(value)
+        try:
+            text = json.dumps(plain, indent=indent, ensure_ascii=False, allow_nan=False)
+        except ValueError:  # a non-finite float somewhere
+            text = json.dumps(_finite(plain), indent=indent, ensure_ascii=False,
+                              allow_nan=False)
     return printable(text)

@@ -21,12 +21,12 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import typer
 
-from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
+from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, pid_space
 from threadloom.cli.common import CliError, friendly, parse_json_arg
 from threadloom.cli.store import choose_store, require_thread
 from threadloom.cli.target import as_graph, load_target
@@ -45,7 +45,7 @@ __all__ = ["delete", "fork", "hold_thread"]
 LEASE_S = 60.0  # how long fork/delete hold a thread (their write takes well under that)
 
 
-_OWNER = f"{socket.gethostname()}:{os.getpid()}:cli-{uuid.uuid4().hex[:8]}"  # see leases.py
+_OWNER = f"{socket.gethostname()}:{os.getpid()}:{pid_space()}-cli{uuid.uuid4().hex[:8]}"
 
 
 @contextmanager
@@ -129,16 +129,22 @@ def fork(thread: str,
         saved = find_checkpoint(reader, thread, checkpoint)
     _check_update(saved, values, compiled, graph, as_node)
     cid = saved.config["configurable"]["checkpoint_id"]
+    refused = "nothing was forked"
     with opened(store, read_only=False) as cp, \
-            hold_thread(cp, thread, "nothing was forked") as token:
+            (nullcontext(None) if compiled is not None else hold_thread(cp, thread, refused)
+             ) as token:  # update_state takes the thread's lease itself
         with reading(thread):
             saved = cp.get_tuple(saved.config)
         if saved is None:
             raise CliError(f"checkpoint {cid!r} of thread {thread!r} was removed meanwhile "
                            "(pruned, expired or deleted); nothing was forked")
         if compiled is not None:
-            new = as_graph(compiled, cp, graph).update_state(saved.config, values,
-                                                             as_node=as_node)
+            try:
+                new = as_graph(compiled, cp, graph).update_state(saved.config, values,
+                                                                 as_node=as_node)
+            except ThreadBusyError as exc:
+                raise CliError(f"{exc}; {refused} (wait for the run to end, then try "
+                               "again)") from exc
         else:
             new = _fork_direct(cp, saved, values, token)
     new_id = new["configurable"]["checkpoint_id"]

@@ -18,14 +18,36 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from threadloom.checkpoint.leases import pid_space
 from threadloom.errors import ThreadBusyError
 from threadloom.workers import to_worker
 
 if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop
 
-LEASE_TTL_S = 300.0
-OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+LEASE_TTL_S = 60.0
+"""How long a run's lease lasts without renewal: the longest a thread stays taken after
+its holder died where no PID check can tell (another machine, another container)."""
+HEARTBEAT_S: float | None = None
+"""How often a held lease is renewed while the run goes on, even inside a long node
+(None: a quarter of ``LEASE_TTL_S``)."""
+
+
+def _new_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{pid_space()}-{uuid.uuid4().hex[:8]}"
+
+
+OWNER = _new_owner()
+"""This process as a lease owner; see ``checkpoint.leases`` for how liveness is judged.
+A forked child gets its own (two forked workers must never share a lease)."""
+
+
+def _owner_after_fork() -> None:
+    global OWNER
+    OWNER = _new_owner()
+
+
+os.register_at_fork(after_in_child=_owner_after_fork)
 
 
 class ThreadLease:
@@ -37,6 +59,7 @@ class ThreadLease:
         self.thread_id = thread_id
         self.token = token
         self.renewed_at = time.monotonic()
+        self.heartbeat: _Heartbeat | None = None
 
     @classmethod
     async def acquire(cls, cp: Any, loop: RunLoop, busy_timeout: float) -> ThreadLease | None:
@@ -67,6 +90,8 @@ class ThreadLease:
         conf["__lease_token"] = token
         lease = cls(cp, loop, thread_id, token)
         loop.lease = lease
+        lease.heartbeat = _Heartbeat(cp, thread_id, token)
+        lease.heartbeat.start()
         return lease
 
     async def renew_if_due(self) -> None:
@@ -77,8 +102,30 @@ class ThreadLease:
 
     async def release(self) -> None:
         """Give the thread back (a stale token is ignored by the checkpointer)."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop.set()
         self.loop.config["configurable"].pop("__lease_token", None)
         await _call(self.loop, self.cp.release_lease, self.thread_id, self.token)
+
+
+class _Heartbeat(threading.Thread):
+    """Renews a held lease every ``HEARTBEAT_S`` until ``stop`` is set, so a live run
+    keeps its thread through a node that takes longer than ``LEASE_TTL_S``, and a dead
+    one (a crash, a SIGSTOP) loses it when the lease expires."""
+
+    def __init__(self, cp: Any, thread_id: str, token: int) -> None:
+        super().__init__(name=f"threadloom-lease-{thread_id}", daemon=True)
+        self.cp, self.thread_id, self.token = cp, thread_id, token
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(HEARTBEAT_S or LEASE_TTL_S / 4):
+            try:
+                self.cp.renew_lease(self.thread_id, self.token, LEASE_TTL_S)
+            except ThreadBusyError:
+                return  # the lease was taken or broken: the run's next write is fenced
+            except Exception:  # noqa: BLE001, S112 - the store is unreachable: next beat
+                continue
 
 
 async def _call(loop: RunLoop, fn: Any, *args: Any) -> Any:

@@ -131,10 +131,12 @@ async def update_state(
     values: Any,
     as_node: str | None,
 ) -> dict[str, Any]:
-    """Apply ``values`` as ``as_node``'s writes and save a new checkpoint; see ``update_state``."""
-    from threadloom.engine.apply import apply_writes
+    """Apply ``values`` as ``as_node``'s writes and save a new checkpoint; see ``update_state``.
+
+    Raises:
+        ThreadBusyError: another run (or update) holds the thread past ``busy_timeout``.
+    """
     from threadloom.engine.scheduler import RunLoop
-    from threadloom.engine.start import restore
 
     loop = RunLoop(
         graph,
@@ -146,12 +148,32 @@ async def update_state(
         blocking_ok=False,
     )
     loop._unsaved_exit = None  # noqa: SLF001
+    # Like a run, hold the thread (in this process, and by lease across processes, waiting
+    # up to busy_timeout) from the read to the write: an update racing a live run in
+    # another process would otherwise fork the chain and be lost.
+    async with graph._hold(loop):  # noqa: SLF001
+        config = await _update_held(graph, loop, cfg, cp, values, as_node)
+    conf = {k: v for k, v in config["configurable"].items() if k != "__lease_token"}
+    return {**config, "configurable": conf}
+
+
+async def _update_held(
+    graph: CompiledGraph,
+    loop: Any,
+    cfg: dict[str, Any],
+    cp: BaseCheckpointer,
+    values: Any,
+    as_node: str | None,
+) -> dict[str, Any]:
+    from threadloom.engine.apply import apply_writes
+    from threadloom.engine.start import restore
+
     saved = await _call(cp, "get_tuple", cfg)
     forked = bool(cfg["configurable"].get("checkpoint_id"))
     if saved is not None:
         loop.saved = saved
         restore(loop, saved.checkpoint)
-        loop.checkpoint_config = saved.config
+    loop.checkpoint_config = loop.fenced(saved.config if saved else loop.checkpoint_config)
     node = as_node or "__update__"
     writes = writes_of(graph, node, values, loop.step + 1)[0] if values is not None else []
     loop.step += 1

@@ -26,6 +26,7 @@ from threadloom.messages import (
     convert_to_messages,
 )
 from threadloom.models.tool_calls import (
+    MAX_TOOL_CALLS,
     ChunkAccumulator,
     guard_tool_calls,
     new_message_id,
@@ -103,11 +104,14 @@ class BaseChatModel:
     supports_tools: bool = True
     #: ``invoke`` streams from the provider even outside a ``messages``-streaming run.
     streaming: bool = False
+    #: The most tool calls one reply may hold; a reply with more raises ``ModelError``
+    #: and none is run (set it on the instance; None: no cap, as LangGraph).
+    max_tool_calls: int | None = MAX_TOOL_CALLS
 
     # -- hooks ----------------------------------------------------------------------------
     def _generate(self, msgs: list[BaseMessage], tools: list[dict] | None,
                   opts: dict[str, Any]) -> AIMessage:
-        acc = ChunkAccumulator()
+        acc = self._accumulator()
         for chunk in self._stream(msgs, tools, opts):
             acc.add(chunk)
         return acc.result()
@@ -132,7 +136,15 @@ class BaseChatModel:
 
     def _finish(self, message: AIMessage, tools: list[dict] | None) -> AIMessage:
         """Last touch on every reply ``invoke`` returns; the default applies the H14 guard."""
-        return guard_tool_calls(message)
+        return guard_tool_calls(message, max_tool_calls=self.max_tool_calls,
+                                where=self._where())
+
+    def _where(self) -> str:
+        """Names the model in errors (``OpenAIChatModel.where``: model and URL)."""
+        return str(getattr(self, "where", None) or type(self).__name__)
+
+    def _accumulator(self) -> ChunkAccumulator:
+        return ChunkAccumulator(max_tool_calls=self.max_tool_calls, where=self._where())
 
     # -- entry points ---------------------------------------------------------------------
     @staticmethod
@@ -164,7 +176,7 @@ class BaseChatModel:
         hooks = _engine_hooks()
         if hooks is None and not self.streaming:
             return self._finish(self._generate(msgs, wire_tools, opts), wire_tools)
-        acc = ChunkAccumulator()
+        acc = self._accumulator()
         view = self._emit_view(wire_tools) if hooks is not None else None
         for chunk in self._stream(msgs, wire_tools, opts):
             if hooks is not None:
@@ -183,7 +195,7 @@ class BaseChatModel:
         hooks = _engine_hooks()
         if hooks is None and not self.streaming:
             return self._finish(await self._agenerate(msgs, wire_tools, opts), wire_tools)
-        acc = ChunkAccumulator()
+        acc = self._accumulator()
         view = self._emit_view(wire_tools) if hooks is not None else None
         async for chunk in self._astream(msgs, wire_tools, opts):
             if hooks is not None:

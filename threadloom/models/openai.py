@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
@@ -31,7 +30,14 @@ from threadloom.redact import (
 )
 
 from .base import BaseChatModel, guard_tool_calls, new_message_id
-from .openai_wire import StreamConverter, map_error, parse_completion
+from .openai_wire import (
+    MALFORMED,
+    StreamConverter,
+    malformed,
+    map_error,
+    parse_completion,
+    read_completion,
+)
 
 __all__ = ["OpenAIChatModel"]
 
@@ -336,7 +342,7 @@ class OpenAIChatModel(BaseChatModel):
             parsed = parse_completion({"choices": [{"message": wire}]}, message.id or "")
             message = message.model_copy(update={"content": parsed.content,
                                                  "tool_calls": parsed.tool_calls})
-        return guard_tool_calls(message)
+        return guard_tool_calls(message, max_tool_calls=self.max_tool_calls, where=self.where)
 
     # -- hooks ----------------------------------------------------------------------------
     def _generate(self, msgs: list[BaseMessage], tools: list[dict] | None,
@@ -344,20 +350,20 @@ class OpenAIChatModel(BaseChatModel):
         params = self.request_params(msgs, tools, opts, stream=False)
         try:
             raw = self.client.chat.completions.with_raw_response.create(**params)
-            data = json.loads(raw.text)
+            text = raw.text
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        return parse_completion(data, new_message_id())
+        return read_completion(text, self.where, new_message_id())
 
     async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
                          opts: dict[str, Any]) -> AIMessage:
         params = self.request_params(msgs, tools, opts, stream=False)
         try:
             raw = await self.async_client.chat.completions.with_raw_response.create(**params)
-            data = json.loads(raw.text)
+            text = raw.text
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        return parse_completion(data, new_message_id())
+        return read_completion(text, self.where, new_message_id())
 
     def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
                 opts: dict[str, Any]) -> Iterator[AIMessageChunk]:
@@ -371,7 +377,9 @@ class OpenAIChatModel(BaseChatModel):
                         yield chunk
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        yield conv.finish()
+        except MALFORMED as exc:  # SSE garbage, a chunk that is a list or has odd fields
+            raise malformed(self.where, "stream chunk", exc) from exc
+        yield conv.finish(self.where)
 
     async def _astream(self, msgs: list[BaseMessage], tools: list[dict] | None,
                        opts: dict[str, Any]) -> AsyncIterator[AIMessageChunk]:
@@ -385,4 +393,6 @@ class OpenAIChatModel(BaseChatModel):
                         yield chunk
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        yield conv.finish()
+        except MALFORMED as exc:  # SSE garbage, a chunk that is a list or has odd fields
+            raise malformed(self.where, "stream chunk", exc) from exc
+        yield conv.finish(self.where)

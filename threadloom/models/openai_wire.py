@@ -34,7 +34,8 @@ from threadloom.messages import (
 )
 from threadloom.redact import mask_data, mask_urls
 
-__all__ = ["StreamConverter", "map_error", "map_usage", "parse_completion"]
+__all__ = ["MALFORMED", "StreamConverter", "malformed", "map_error", "map_usage",
+           "parse_completion", "read_completion"]
 
 _META_KEYS = ("system_fingerprint", "service_tier")
 
@@ -107,11 +108,16 @@ def parse_completion(data: dict[str, Any], message_id: str) -> AIMessage:
     provider's response id and Azure filter results are added here.
 
     Raises:
-        ModelError: the body has no ``choices``.
+        ModelError: the body has no ``choices``, or ``choices``, its first item, the
+            message or ``usage`` is not of the type the API defines.
     """
     choices = data.get("choices") or []
     if not choices:
         raise ModelError(f"the provider's reply has no choices: {json.dumps(data)[:300]}")
+    _check_kind("choices", choices, list)
+    _check_kind("choices[0]", choices[0], dict)
+    _check_kind("choices[0].message", choices[0].get("message"), dict | None)
+    _check_kind("usage", data.get("usage"), dict | None)
     choice = choices[0]
     # role "assistant" always reads back as an AIMessage
     message = cast(AIMessage, message_from_openai({**(choice.get("message") or {}),
@@ -121,6 +127,59 @@ def parse_completion(data: dict[str, Any], message_id: str) -> AIMessage:
         "usage_metadata": map_usage(data.get("usage")),
         "response_metadata": {**message.response_metadata, **_metadata(data, choice)},
     })
+
+
+def _check_kind(what: str, value: Any, kinds: Any) -> None:
+    if not isinstance(value, kinds):
+        wanted = "a list" if kinds is list else "an object"
+        raise ModelError(f"the provider's reply has a {what} that is a JSON "
+                         f"{_json_kind(value)}, not {wanted}")
+
+
+MALFORMED = (LookupError, TypeError, ValueError, AttributeError, RecursionError)
+"""What reading a reply of the wrong shape raises in Python (``malformed`` maps it)."""
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean",
+            type(None): "null"}.get(type(value), "number")
+
+
+def _preview(text: str) -> str:
+    return repr(" ".join(text[:160].split()))
+
+
+def read_completion(text: str, where: str, message_id: str) -> AIMessage:
+    """A non-streamed reply's body text -> ``AIMessage`` (``parse_completion``).
+
+    Raises:
+        ModelError: the body is not JSON (an HTML error page behind a 200), not a JSON
+            object, nested too deeply, or not of the ``chat.completion`` shape; the
+            message names ``where`` (provider model and URL) and what was wrong.
+    """
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ModelError(f"{where}: the reply is JSON nested too deeply to read") from None
+    except ValueError:
+        raise ModelError(f"{where}: the reply is not JSON: {_preview(text)}") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{where}: the reply is a JSON {_json_kind(data)}, not a "
+                         f"chat.completion object: {_preview(text)}")
+    try:
+        return parse_completion(data, message_id)
+    except ModelError as exc:
+        raise ModelError(f"{where}: {exc}") from exc
+    except MALFORMED as exc:
+        raise malformed(where, "reply", exc) from exc
+
+
+def malformed(where: str, what: str, exc: BaseException) -> ModelError:
+    """The ``ModelError`` for a ``what`` (``"reply"``, ``"stream chunk"``) of the wrong
+    shape, whose reading raised ``exc``."""
+    detail = "nested too deeply" if isinstance(exc, RecursionError) else \
+        f"{type(exc).__name__}: {' '.join(str(exc)[:200].split())}"
+    return ModelError(f"{where}: the provider sent a malformed {what} ({detail})")
 
 
 class StreamConverter:
@@ -137,10 +196,11 @@ class StreamConverter:
     A delta with no id, no name and empty arguments (vLLM's trailing one) adds nothing.
     """
 
-    __slots__ = ("message_id", "_by_raw", "_ids", "_last", "_usage", "_meta")
+    __slots__ = ("message_id", "_by_raw", "_ids", "_last", "_usage", "_meta", "_chunks")
 
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
+        self._chunks = 0
         self._by_raw: dict[int, int] = {}  # server index -> our index
         self._ids: list[str | None] = []  # our index -> call id
         self._last: int | None = None
@@ -179,6 +239,7 @@ class StreamConverter:
 
     def convert(self, chunk: Any) -> AIMessageChunk | None:
         """One ``ChatCompletionChunk`` in; a chunk out, or None when it carries nothing."""
+        self._chunks += 1
         if chunk.usage is not None:
             self._usage = chunk.usage
         meta = self._meta
@@ -213,10 +274,21 @@ class StreamConverter:
                       reasoning_content=reasoning or None, refusal=refusal or None,
                       tool_call_chunks=tools, response_metadata=extra)
 
-    def finish(self) -> AIMessageChunk:
-        """The closing chunk: last usage seen, model name, provider response id."""
-        return AIMessageChunk(content="", id=self.message_id,
-                              usage_metadata=map_usage(self._usage),
+    def finish(self, where: str = "the model") -> AIMessageChunk:
+        """The closing chunk: last usage seen, model name, provider response id.
+
+        Raises:
+            ModelError: the stream carried no chunk at all (say an HTML page sent as
+                ``text/event-stream``); the message names ``where``.
+        """
+        if not self._chunks:
+            raise ModelError(f"{where}: the provider's stream ended without a single "
+                             "chunk (not a chat.completion.chunk stream)")
+        try:
+            usage = map_usage(self._usage)
+        except MALFORMED as exc:  # "usage": "lots"
+            raise malformed(where, "stream usage", exc) from exc
+        return AIMessageChunk(content="", id=self.message_id, usage_metadata=usage,
                               response_metadata=dict(self._meta))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from threadloom.errors import ModelError
 from threadloom.messages import (
     AIMessage,
     AIMessageChunk,
@@ -88,8 +89,13 @@ def _invalid(call_id: str, name: str | None, raw: Any, why: str) -> InvalidToolC
     return InvalidToolCall(name=name or "", args=None, id=call_id, error=error)
 
 
-def guard_tool_calls(message: AIMessage) -> AIMessage:
-    """Keep suspect tool calls from running (case H14); give every call an id.
+MAX_TOOL_CALLS = 128
+"""Default cap on the tool calls of one reply (``BaseChatModel.max_tool_calls``)."""
+
+
+def guard_tool_calls(message: AIMessage, *, max_tool_calls: int | None = MAX_TOOL_CALLS,
+                     where: str = "the model") -> AIMessage:
+    """Keep suspect tool calls from running (case H14); give every call its own id.
 
     When the reply was cut by the token limit (``finish_reason == "length"``) and has tool
     calls, or when any call's arguments are not a JSON object, *all* its calls move to
@@ -97,25 +103,47 @@ def guard_tool_calls(message: AIMessage) -> AIMessage:
     sent again in full. The raw arguments survive only inside that error text, so what is
     stored and sent back is never invalid JSON.
 
+    A call without an id, or with the id of an earlier call of the same reply (two calls
+    sharing an id would share one result and one idempotency key), gets a fresh id, so
+    every call that runs gets its own ``ToolMessage``.
+
+    Args:
+        max_tool_calls: the most calls (valid and invalid) one reply may hold; None for
+            no cap. LangGraph and Haystack have none: a reply of 10,000 calls would run
+            them all.
+        where: names the model in the error.
+
     Returns:
         ``message`` itself when nothing changed, else an updated copy.
+
+    Raises:
+        ModelError: the reply holds more than ``max_tool_calls`` calls (none is run).
     """
+    count = len(message.tool_calls) + len(message.invalid_tool_calls)
+    if max_tool_calls is not None and count > max_tool_calls:
+        raise _too_many(count, max_tool_calls, where)
     if not message.invalid_tool_calls:  # the usual reply: nothing to guard
         if not message.tool_calls:
             return message
         if message.finish_reason != "length":
-            for call in message.tool_calls:
-                if not call.get("id"):
-                    break
-            else:
+            ids = {call.get("id") for call in message.tool_calls}
+            if None not in ids and "" not in ids and len(ids) == count:
                 return message
     calls = list(message.tool_calls)
     invalid = list(message.invalid_tool_calls)
     changed = False
+    seen: set[str] = set()
     for i, call in enumerate(calls):
-        if not call.get("id"):
-            calls[i] = {**call, "id": new_tool_call_id()}
+        call_id = call.get("id")
+        if not call_id or call_id in seen:
+            call_id = new_tool_call_id()
+            calls[i] = {**call, "id": call_id}
             changed = True
+        seen.add(call_id)
+    for i, bad in enumerate(invalid):
+        if bad.get("id") in seen:
+            invalid[i] = {**bad, "id": None}  # given a fresh id just below
+        seen.add(bad.get("id") or "")
     for i, bad in enumerate(invalid):
         if not bad.get("id") or bad.get("args") is not None:
             reason = bad.get("error") or "not valid JSON"
@@ -135,6 +163,12 @@ def guard_tool_calls(message: AIMessage) -> AIMessage:
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 
 
+def _too_many(count: int, cap: int, where: str) -> ModelError:
+    return ModelError(f"{where}: the reply asks for {count} tool calls, more than "
+                      f"max_tool_calls={cap}; none was run (raise the model's "
+                      "max_tool_calls to allow more)")
+
+
 class ChunkAccumulator:
     """Assembles streamed ``AIMessageChunk`` s into one ``AIMessage`` in linear time.
 
@@ -145,9 +179,12 @@ class ChunkAccumulator:
     """
 
     __slots__ = ("_id", "_text", "_parts", "_reasoning", "_refusal", "_calls", "_usage",
-                 "_meta", "_extra")
+                 "_meta", "_extra", "max_tool_calls", "where")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_tool_calls: int | None = MAX_TOOL_CALLS,
+                 where: str = "the model") -> None:
+        self.max_tool_calls = max_tool_calls
+        self.where = where
         self._id: str | None = None
         self._text: list[str] = []
         self._parts: list[Any] | None = None
@@ -188,12 +225,23 @@ class ChunkAccumulator:
             self._extra.update(chunk.additional_kwargs)
 
     def result(self) -> AIMessage:
-        """The assembled message (tool-call arguments decoded, H14 guard applied)."""
+        """The assembled message (tool-call arguments decoded, H14 guard applied).
+
+        Raises:
+            ModelError: more tool calls than ``max_tool_calls``, or tool-call arguments
+                nested too deeply to decode (the message names ``where``).
+        """
         calls: list[Any] = []
         invalid: list[Any] = []
+        if self.max_tool_calls is not None and len(self._calls) > self.max_tool_calls:
+            raise _too_many(len(self._calls), self.max_tool_calls, self.where)
         for index in sorted(self._calls):
             slot = self._calls[index]
-            call = make_tool_call(slot["name"], "".join(slot["args"]), slot["id"])
+            try:
+                call = make_tool_call(slot["name"], "".join(slot["args"]), slot["id"])
+            except RecursionError:
+                raise ModelError(f"{self.where}: the provider sent tool-call arguments "
+                                 "nested too deeply to read") from None
             (invalid if "error" in call else calls).append(call)
         text = "".join(self._text)
         content: Any = text if self._parts is None else ([{"type": "text", "text": text}]
@@ -209,4 +257,4 @@ class ChunkAccumulator:
             response_metadata=self._meta,
             additional_kwargs=self._extra,
         )
-        return guard_tool_calls(message)
+        return guard_tool_calls(message, max_tool_calls=self.max_tool_calls, where=self.where)
