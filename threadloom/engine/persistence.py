@@ -92,7 +92,7 @@ class Persistence:
         await self._flush_pending_put()
         writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
         if task.resume:
-            writes.append((RESUME, list(task.resume)))
+            writes.append((RESUME, dict(task.resume)))
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:

@@ -196,7 +196,7 @@ class RunLoop(Persistence):
     async def _run(self, tasks: list[Task]) -> list[TaskResult]:
         """Run a step's tasks concurrently; a lone task that still has to run runs inline
         (a sync node then runs on the calling thread of a sync run)."""
-        if len(tasks) != 1 or tasks[0].result is not None:
+        if len(tasks) != 1 or tasks[0].result is not None or tasks[0].held is not None:
             return await self._run_tasks(tasks)
         task = tasks[0]
         self.inline_sync = True
@@ -210,8 +210,14 @@ class RunLoop(Persistence):
         return [task.result or TaskResult([], [])]
 
     async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
-        """Run a step of several tasks (or one with saved writes) concurrently."""
-        todo = [t for t in tasks if t.result is None]
+        """Run a step of several tasks (or one with saved writes) concurrently; a paused
+        task that a resume map left unanswered stays paused, unrun."""
+        todo = []
+        for t in tasks:
+            if t.held is not None:
+                self.interrupts.extend(t.held)
+            elif t.result is None:
+                todo.append(t)
         self.inline_sync = False
         if todo:  # every task may already have its saved writes (a crash before the save)
             await self._run_many(todo, record=len(tasks) > 1)

@@ -56,7 +56,7 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
         sink=parent.sink,
     )
     if task.resume:
-        child_input: Any = Command(resume=task.resume[-1])
+        child_input: Any = Command(resume=dict(task.resume))
     else:
         child_input = task.input
         if not isinstance(child_input, dict):

@@ -53,6 +53,15 @@ class _Many(list):  # several writes to one key by one task
     pass
 
 
+class Held:
+    """A paused task that a resume map does not answer: it stays paused, unrun."""
+
+    __slots__ = ("interrupts",)
+
+    def __init__(self, interrupts: list[Any]) -> None:
+        self.interrupts = interrupts
+
+
 @dataclass(slots=True)
 class Task:
     """One node call planned for a super-step."""
@@ -63,8 +72,9 @@ class Task:
     id: str
     index: int
     remaining: int
-    resume: list[Any] | None = None
+    resume: dict[str, Any] | None = None  # interrupt id -> answer, when resuming
     result: TaskResult | None = None
+    held: list[Any] | None = None  # the interrupts of a paused task left unanswered
 
     @staticmethod
     def virtual_start() -> Task:
@@ -78,11 +88,11 @@ def task_id(checkpoint_id: str, step: int, index: int, name: str) -> str:
     return hashlib.blake2b(raw, digest_size=12).hexdigest()
 
 
-_NO_RESUME: list[Any] = []
+_NO_RESUME: dict[str, Any] = {}  # shared, only read
 
 
 def make_tasks(
-    loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, list[Any]] | None
+    loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, Any] | None
 ) -> list[Task]:
     """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
     names = planned.tasks
@@ -120,8 +130,11 @@ def make_tasks(
             done = planned.pending.get(task.id)
             if done is not None:
                 task.result = done
-            if resume and task.id in resume:
-                task.resume = resume[task.id]
+            answers = resume.get(task.id) if resume else None
+            if isinstance(answers, Held):
+                task.held = answers.interrupts
+            elif answers is not None:
+                task.resume = answers
     return tasks
 
 
@@ -153,12 +166,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         raise RuntimeError("virtual task cannot run")
     modes = loop.modes
     # positional (node, step, task_id, config, emit, modes, remaining_steps, namespace,
-    # resume, interrupt_index, context, streamed_ids, blocking_ok): this runs per task
+    # resume, interrupt_index, context, streamed_ids, blocking_ok, index): per task
     ctx = TaskContext(
         task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
         loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
         loop.message_ids if "messages" in modes else None,
-        loop.blocking_ok and loop.inline_sync,
+        loop.blocking_ok and loop.inline_sync, task.index,
     )
     attempt = 0
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
