@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
+from threadloom.engine.nested import nested_loop, run_nested
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -47,7 +48,7 @@ class CompiledGraph(ThreadState):
         self,
         builder: StateGraph,
         *,
-        checkpointer: BaseCheckpointer | None,
+        checkpointer: BaseCheckpointer | bool | None,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         durability: Durability,
@@ -57,7 +58,9 @@ class CompiledGraph(ThreadState):
         self.builder = builder
         self.busy_timeout = busy_timeout
         self.name = name
-        self.checkpointer = checkpointer
+        # True/False: how it persists as a subgraph (see StateGraph.compile)
+        self.subgraph_persistence = checkpointer if isinstance(checkpointer, bool) else None
+        self.checkpointer = None if isinstance(checkpointer, bool) else checkpointer
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.durability = durability
@@ -237,6 +240,8 @@ class CompiledGraph(ThreadState):
             ]
             return chunks  # type: ignore[return-value]
         cfg = self._config(config, thread_id, recursion_limit)
+        if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
+            return await run_nested(*nest, input)  # invoked inside a node (nested.py)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
         if self.checkpointer is None:  # no thread to hold
             out = await loop.run(input)

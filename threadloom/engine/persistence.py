@@ -53,6 +53,7 @@ class Persistence:
     modes: frozenset[str]
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
+    paused: bool
 
     def output(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -84,6 +85,7 @@ class Persistence:
                 "compile(checkpointer=InMemoryCheckpointer()), and pass a thread_id"
             )
         self.interrupts.extend(gi.interrupts)
+        self.paused = True
         if self.durability == "exit":
             if self._unsaved_exit is not None:
                 await self._put_now(self._unsaved_exit)

@@ -57,6 +57,8 @@ class TaskContext:
     streamed_ids: set[str] | None = None
     blocking_ok: bool = False
     index: int = 0  # the task's place in its super-step
+    run: Any = None  # the RunLoop running the task (a graph invoked inside it nests there)
+    nested: int = 0  # graphs invoked inside the task so far
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)

@@ -95,6 +95,7 @@ class RunLoop(Persistence):
         # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
         self.plain_ids = checkpointer is None and not namespace
         self.resuming = False  # the run continues a saved one (None or Command input)
+        self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -128,9 +129,10 @@ class RunLoop(Persistence):
             tasks = self._plan(planned, resume, limit, steps_done, tasks)  # plan the step
             del planned  # nothing of a finished step stays referenced while this one runs
             if tasks is None:  # the run pauses here (interrupt_before / interrupt_after)
+                self.paused = True
                 return
             results = await self._run(tasks)  # run its tasks, concurrently
-            if self.interrupts:
+            if self.paused:
                 self.step -= 1
                 return
             updated = apply_step(self, tasks, results)  # apply their writes, in task order
@@ -216,6 +218,7 @@ class RunLoop(Persistence):
         for t in tasks:
             if t.held is not None:
                 self.interrupts.extend(t.held)
+                self.paused = True
             elif t.result is None:
                 todo.append(t)
         self.inline_sync = False

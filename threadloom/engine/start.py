@@ -55,7 +55,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
                 "invoke(None) needs a thread with a saved checkpoint to continue from; "
                 "this thread has none. Pass an input."
             )
-        return plan_from_saved(loop, loop.saved), None
+        return plan_from_saved(loop, loop.saved), _continued(loop.saved)
     return await _start_input(loop, input), None
 
 
@@ -92,10 +92,21 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
         )
     else:
         for tid, interrupts in pending.items():
-            resume[tid] = {**previous.get(tid, {}), interrupts[0].id: value}
+            answers = previous.get(tid, {})
+            # a task paused by its subgraph's interrupt_before has no interrupt to answer
+            resume[tid] = {**answers, interrupts[0].id: value} if interrupts else answers
     if cmd.update is not None or cmd.goto:
         planned = planned.with_command(loop, cmd)
     return planned, resume
+
+
+def _continued(saved: CheckpointTuple) -> Resume | None:
+    """``invoke(None)`` on a paused thread: each paused task keeps the answers it had, so
+    a paused subgraph continues where it stopped instead of starting over."""
+    previous, pending = paused_tasks(saved)
+    if not pending:
+        return None
+    return {tid: previous.get(tid, {}) for tid in pending}
 
 
 def paused_tasks(

@@ -18,6 +18,8 @@ from threadloom.engine.schema import update_from_object
 from threadloom.types import Command
 
 if TYPE_CHECKING:
+    from threadloom.checkpoint.base import BaseCheckpointer
+    from threadloom.engine.compiled import CompiledGraph
     from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.tasks import Task
 
@@ -25,38 +27,28 @@ if TYPE_CHECKING:
 async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
     """Run ``task``'s subgraph and return the parent update (a list of Commands).
 
+    Where it saves, as in LangGraph: a subgraph compiled without a checkpointer saves in
+    its parent's, in the namespace ``node:task_id`` (one history per call); compiled with
+    ``checkpointer=True``, in the namespace ``node`` (one history across calls, so it
+    remembers its state from call to call); with ``checkpointer=False``, nowhere.
+
     Raises:
-        GraphInterrupt: the subgraph paused; the parent pauses with it.
+        GraphInterrupt: the subgraph paused (an ``interrupt()``, or before or after a node
+            it was compiled to pause at); the parent pauses with it.
     """
-    from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.writes import ParentCommand
 
     child = task.node.subgraph if task.node is not None else None
     if child is None:
         raise RuntimeError(f"task {task.name!r} is not a subgraph task")
-    namespace = (*parent.namespace, f"{task.name}:{task.id}")
-    conf = dict(parent.config.get("configurable") or {})
-    conf.pop("checkpoint_id", None)
-    conf["checkpoint_ns"] = "|".join(namespace)
-    config = {**parent.config, "configurable": conf}
-    checkpointer = child.checkpointer if child.checkpointer is not None else parent.cp
-    if checkpointer is not None and "thread_id" not in conf:
-        checkpointer = None
-    emit = parent.sink.bind(namespace) if parent.sink is not None else None
-    loop = RunLoop(
-        child,
-        config,
-        checkpointer=checkpointer,
-        emit=emit,
-        modes=parent.modes,
-        durability=parent.durability,
-        blocking_ok=parent.blocking_ok,
-        context=parent.context,
-        namespace=namespace,
-        sink=parent.sink,
-    )
-    if task.resume:
-        child_input: Any = Command(resume=dict(task.resume))
+    persistence = child.subgraph_persistence
+    level = task.name if persistence else f"{task.name}:{task.id}"
+    checkpointer = child.checkpointer
+    if checkpointer is None and persistence is not False:
+        checkpointer = parent.cp
+    loop = child_loop(parent, child, (*parent.namespace, level), checkpointer)
+    if task.resume is not None:  # the task paused before: the subgraph continues
+        child_input: Any = Command(resume=dict(task.resume)) if task.resume else None
     else:
         child_input = task.input
         if not isinstance(child_input, dict):
@@ -70,9 +62,68 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
         await loop.run(child_input)
     except ParentCommand as pc:
         return Command(update=pc.command.update, goto=pc.command.goto)
-    if loop.interrupts:
+    if task.resume is not None:
+        _carry_over(loop)
+    if loop.interrupts or (loop.paused and loop.cp is not None):
+        if loop.cp is not None and loop.written_keys:
+            # what it wrote before pausing, for the parent update when it ends later
+            carried = [[k, v] for k, v in loop.written_keys.items()]
+            await loop.cp_call("put_writes", loop.checkpoint_config,
+                               [(_WRITTEN, carried)], _CARRIER)
         raise GraphInterrupt(loop.interrupts)
     return _written_update(parent, loop)
+
+
+_CARRIER = "__subgraph__"  # the pseudo task id of a paused subgraph's carried writes
+_WRITTEN = "__written__"
+
+
+def _carry_over(loop: RunLoop) -> None:
+    """Put the writes a continued subgraph made before it paused ahead of its new ones."""
+    saved = loop.saved
+    if saved is None:
+        return
+    for w in saved.pending_writes:
+        if w.task_id == _CARRIER and w.channel == _WRITTEN:
+            merged: dict[str, list[Any]] = {k: list(v) for k, v in w.value}
+            for key, values in loop.written_keys.items():
+                merged.setdefault(key, []).extend(values)
+            loop.written_keys = merged
+
+
+def child_loop(
+    parent: RunLoop,
+    child: CompiledGraph,
+    namespace: tuple[str, ...],
+    checkpointer: BaseCheckpointer | None,
+    *,
+    same_loop: bool = True,
+) -> RunLoop:
+    """The run of ``child`` inside ``parent``'s running task, in ``namespace`` of the
+    parent's thread (the thread's lease is the parent's; its events go to the parent's
+    stream). ``same_loop=False``: it runs on another event loop (a sync ``invoke``
+    inside a node), so it does not wait for the stream's consumer."""
+    from threadloom.engine.scheduler import RunLoop
+
+    conf = dict(parent.config.get("configurable") or {})
+    conf.pop("checkpoint_id", None)
+    conf["checkpoint_ns"] = "|".join(namespace)
+    config = {**parent.config, "configurable": conf}
+    if checkpointer is not None and "thread_id" not in conf:
+        checkpointer = None
+    sink = parent.sink
+    return RunLoop(
+        child,
+        config,
+        checkpointer=checkpointer,
+        emit=sink.bind(namespace) if sink is not None else None,
+        modes=parent.modes,
+        durability=parent.durability,
+        blocking_ok=parent.blocking_ok if same_loop else True,
+        context=parent.context,
+        namespace=namespace,
+        sink=sink if same_loop else None,
+    )
 
 
 def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:

@@ -166,12 +166,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         raise RuntimeError("virtual task cannot run")
     modes = loop.modes
     # positional (node, step, task_id, config, emit, modes, remaining_steps, namespace,
-    # resume, interrupt_index, context, streamed_ids, blocking_ok, index): per task
+    # resume, interrupt_index, context, streamed_ids, blocking_ok, index, run): per task
     ctx = TaskContext(
         task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
         loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
         loop.message_ids if "messages" in modes else None,
-        loop.blocking_ok and loop.inline_sync, task.index,
+        loop.blocking_ok and loop.inline_sync, task.index, loop,
     )
     attempt = 0
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
@@ -186,7 +186,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
     while True:
         attempt += 1
-        ctx.interrupt_index = 0
+        ctx.interrupt_index = ctx.nested = 0
         try:
             if here:
                 token = _TASK.set(ctx)

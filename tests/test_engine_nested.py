@@ -1,0 +1,169 @@
+"""A graph run inside a node, and subgraph persistence (H34).
+
+A compiled graph invoked from inside a node function runs on the parent's thread and
+checkpointer, in the namespace of the calling task (as LangGraph), so it can
+``interrupt()`` and resume where it paused.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from threadloom import END, START, StateGraph
+from threadloom.engine.runtime import interrupt
+from threadloom.types import Command
+
+
+class S(TypedDict, total=False):
+    human_response: str
+    a: str
+
+
+def inner_graph(seen: list[tuple[str, Any]]):
+    def n1(state: S) -> dict[str, Any]:
+        answer = interrupt("i1")
+        seen.append(("n1", answer))
+        return {"a": answer}
+
+    def n2(state: S) -> dict[str, Any]:
+        answer = interrupt("i2")
+        seen.append(("n2", answer))
+        return {"human_response": answer}
+
+    g = StateGraph(S)
+    g.add_node("n1", n1)
+    g.add_node("n2", n2)
+    g.add_edge(START, "n1")
+    g.add_edge("n1", "n2")
+    g.add_edge("n2", END)
+    return g.compile()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_h34_graph_invoked_in_a_node_interrupts_and_resumes(checkpointer, thread_id, kind):
+    seen: list[tuple[str, Any]] = []
+    inner = inner_graph(seen)
+
+    def call_inner(state: S) -> dict[str, Any]:
+        return inner.invoke(state)
+
+    async def acall_inner(state: S) -> dict[str, Any]:
+        return await inner.ainvoke(state)
+
+    parent = StateGraph(S)
+    parent.add_node("call_inner", call_inner if kind == "sync" else acall_inner)
+    parent.add_edge(START, "call_inner")
+    app = parent.compile(checkpointer=checkpointer)
+
+    out = app.invoke({"a": ""}, thread_id=thread_id)
+    assert [i.value for i in out["__interrupt__"]] == ["i1"]
+    out = app.invoke(Command(resume="a1"), thread_id=thread_id)
+    assert [i.value for i in out["__interrupt__"]] == ["i2"]  # a1 is not delivered to i2
+    assert seen == [("n1", "a1")]
+    out = app.invoke(Command(resume="a2"), thread_id=thread_id)
+    assert out["human_response"] == "a2" and out["a"] == "a1"
+    assert "__interrupt__" not in out
+    assert seen == [("n1", "a1"), ("n2", "a2")]  # n2 never saw a1
+    # the inner run saved in the calling task's namespace of the parent's thread
+    assert any(ns.startswith("call_inner:") for ns in namespaces(checkpointer, thread_id))
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list, operator.add]
+    x: int
+
+
+def counting_child(persistence: Any):
+    def c1(state: Log) -> dict[str, Any]:
+        return {"log": [f"c1 saw {len(state.get('log', []))}"]}
+
+    child = StateGraph(Log)
+    child.add_node("c1", c1)
+    child.add_edge(START, "c1")
+    return child.compile(checkpointer=persistence)
+
+
+def namespaces(cp: Any, thread_id: str) -> set[str]:
+    listed = cp.list({"configurable": {"thread_id": thread_id}})
+    return {c.config["configurable"]["checkpoint_ns"] for c in listed}
+
+
+@pytest.mark.parametrize("persistence", [True, False, None])
+def test_subgraph_checkpointer_true_false_none(checkpointer, thread_id, persistence):
+    parent = StateGraph(Log)
+    parent.add_node("sub", counting_child(persistence))
+    parent.add_edge(START, "sub")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"log": ["in"]}, thread_id=thread_id)
+    out = app.invoke({"log": ["in2"]}, thread_id=thread_id)
+    saved = namespaces(checkpointer, thread_id)
+    if persistence is True:  # one history across calls: the child remembers its state
+        assert saved == {"", "sub"}
+        # its saved log (in, c1 saw 1) plus the parent's (in, c1 saw 1, in2)
+        assert out["log"][-1] == "c1 saw 5"
+    elif persistence is False:
+        assert saved == {""}
+        assert out["log"][-1] == "c1 saw 3"
+    else:  # one namespace per call
+        assert "" in saved and len(saved) == 3
+        assert all(ns == "" or ns.startswith("sub:") for ns in saved)
+
+
+def test_subgraph_checkpointer_true_interrupts_and_resumes(checkpointer, thread_id):
+    def ask(state: Log) -> dict[str, Any]:
+        return {"x": interrupt("how many?")}
+
+    child = StateGraph(Log)
+    child.add_node("ask", ask)
+    child.add_edge(START, "ask")
+    parent = StateGraph(Log)
+    parent.add_node("sub", child.compile(checkpointer=True))
+    parent.add_edge(START, "sub")
+    app = parent.compile(checkpointer=checkpointer)
+    [pause] = app.invoke({"log": []}, thread_id=thread_id)["__interrupt__"]
+    assert app.invoke(Command(resume=7), thread_id=thread_id)["x"] == 7
+
+
+def test_subgraph_interrupt_before_pauses_the_parent(checkpointer, thread_id):
+    child = StateGraph(Log)
+    child.add_node("c1", lambda s: {"log": ["c1"]})
+    child.add_node("c2", lambda s: {"log": ["c2"]})
+    child.add_edge(START, "c1")
+    child.add_edge("c1", "c2")
+    parent = StateGraph(Log)
+    parent.add_node("sub", child.compile(interrupt_before=["c2"]))
+    parent.add_node("after", lambda s: {"log": ["after"]})
+    parent.add_edge(START, "sub")
+    parent.add_edge("sub", "after")
+    app = parent.compile(checkpointer=checkpointer)
+    out = app.invoke({"log": ["in"]}, thread_id=thread_id)
+    assert out == {"log": ["in"]}  # paused inside the subgraph, before c2
+    assert app.get_state(thread_id=thread_id).next == ("sub",)
+    out = app.invoke(None, thread_id=thread_id)
+    assert out["log"] == ["in", "c1", "c2", "after"]
+
+
+@pytest.mark.parametrize("how", ["interrupt", "interrupt_before"])
+def test_paused_subgraph_hands_back_what_it_wrote_before_the_pause(
+    checkpointer, thread_id, how
+):
+    def c2(state: Log) -> dict[str, Any]:
+        return {"log": [f"c2:{interrupt('go on?')}" if how == "interrupt" else "c2"]}
+
+    child = StateGraph(Log)
+    child.add_node("c1", lambda s: {"log": ["c1"], "x": 1})
+    child.add_node("c2", c2)
+    child.add_edge(START, "c1")
+    child.add_edge("c1", "c2")
+    parent = StateGraph(Log)
+    pause = ["c2"] if how == "interrupt_before" else None
+    parent.add_node("sub", child.compile(interrupt_before=pause))
+    parent.add_edge(START, "sub")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"log": ["in"]}, thread_id=thread_id)
+    resume = Command(resume="yes") if how == "interrupt" else None
+    out = app.invoke(resume, thread_id=thread_id)
+    assert out == {"log": ["in", "c1", "c2:yes" if how == "interrupt" else "c2"], "x": 1}

@@ -1,0 +1,65 @@
+"""A compiled graph invoked from inside a running node (``inner.invoke(state)``).
+
+As in LangGraph, such a graph runs on the calling run's thread and checkpointer, in the
+namespace of the calling task (``node:task_id``), so it can ``interrupt()``: the pause
+travels up and pauses the caller's task, and when that task runs again with an answer,
+the inner graph continues from where it paused instead of starting over.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from threadloom.checkpoint.base import INTERRUPT
+from threadloom.engine.runtime import GraphInterrupt, current_task
+from threadloom.types import Command
+
+if TYPE_CHECKING:
+    from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.scheduler import RunLoop
+
+
+def nested_loop(
+    graph: CompiledGraph, config: dict[str, Any], same_loop: bool
+) -> tuple[RunLoop, dict[str, Any]] | None:
+    """The run of ``graph`` nested in the running task, with the answers the task resumes
+    with, or None when it runs on its own:
+    outside a node, with its own checkpointer, compiled with ``checkpointer=False``, under
+    a caller without a checkpointer, or on another thread than the caller's."""
+    ctx = current_task()
+    if ctx is None or ctx.run is None or graph.subgraph_persistence is False:
+        return None
+    parent = ctx.run
+    conf = config.get("configurable") or {}
+    thread = (parent.config.get("configurable") or {}).get("thread_id")
+    if parent.cp is None or conf.get("thread_id", thread) != thread:
+        return None
+    from threadloom.engine.subgraph import child_loop
+
+    level = f"{ctx.node}:{ctx.task_id}"
+    if graph.subgraph_persistence:
+        level = ctx.node
+    elif ctx.nested:  # a second graph invoked in the same task gets its own namespace
+        level = f"{level}:{ctx.nested}"
+    ctx.nested += 1
+    loop = child_loop(parent, graph, (*parent.namespace, level), parent.cp, same_loop=same_loop)
+    return loop, dict(ctx.resume)
+
+
+async def run_nested(loop: RunLoop, answers: dict[str, Any], input: Any) -> dict[str, Any]:
+    """Run a nested graph: continue its paused run when the calling task resumes.
+
+    Raises:
+        GraphInterrupt: the nested graph paused; the calling task pauses with it.
+    """
+    if answers and await _paused(loop):
+        input = Command(resume=answers)
+    out = await loop.run(input)
+    if loop.interrupts:
+        raise GraphInterrupt(loop.interrupts)
+    return out
+
+
+async def _paused(loop: RunLoop) -> bool:
+    saved = await loop.cp_call("get_tuple", loop.config)
+    return saved is not None and any(w.channel == INTERRUPT for w in saved.pending_writes)
