@@ -101,7 +101,8 @@ def child_loop(
 ) -> RunLoop:
     """The run of ``child`` inside ``parent``'s running task, in ``namespace`` of the
     parent's thread (the thread's lease is the parent's; its events go to the parent's
-    stream). ``same_loop=False``: it runs on another event loop (a sync ``invoke``
+    stream: with ``subgraphs=True`` its own messages-mode chunks, else none). With
+    ``same_loop=False`` it runs on another event loop (a sync ``invoke``
     inside a node), so it does not wait for the stream's consumer."""
     from threadloom.engine.scheduler import RunLoop
 
@@ -112,18 +113,27 @@ def child_loop(
     if checkpointer is not None and "thread_id" not in conf:
         checkpointer = None
     sink = parent.sink
-    return RunLoop(
+    modes = parent.modes
+    subgraphs = sink is not None and sink.subgraphs
+    if "messages" in modes and not subgraphs:
+        # As LangGraph: without subgraphs=True its reply reaches the messages mode once,
+        # whole, as the parent node's write; no token chunks from inside.
+        modes = modes - {"messages"}
+    loop = RunLoop(
         child,
         config,
         checkpointer=checkpointer,
         emit=sink.bind(namespace) if sink is not None else None,
-        modes=parent.modes,
+        modes=modes,
         durability=parent.durability,
         blocking_ok=parent.blocking_ok if same_loop else True,
         context=parent.context,
         namespace=namespace,
         sink=sink if same_loop else None,
     )
+    if subgraphs:  # what it streamed token by token, the parent does not send again
+        loop.message_ids = parent.message_ids
+    return loop
 
 
 def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:
