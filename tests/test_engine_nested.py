@@ -167,3 +167,55 @@ def test_paused_subgraph_hands_back_what_it_wrote_before_the_pause(
     resume = Command(resume="yes") if how == "interrupt" else None
     out = app.invoke(resume, thread_id=thread_id)
     assert out == {"log": ["in", "c1", "c2:yes" if how == "interrupt" else "c2"], "x": 1}
+
+
+def test_get_state_with_subgraphs_shows_the_paused_subgraph(checkpointer, thread_id):
+    grand = StateGraph(Log)
+    grand.add_node("g1", lambda s: {"x": interrupt("deep?")})
+    grand.add_edge(START, "g1")
+    child = StateGraph(Log)
+    child.add_node("c1", lambda s: {"log": ["c1"]})
+    child.add_node("inner", grand.compile())
+    child.add_edge(START, "c1")
+    child.add_edge("c1", "inner")
+    parent = StateGraph(Log)
+    parent.add_node("sub", child.compile())
+    parent.add_edge(START, "sub")
+    app = parent.compile(checkpointer=checkpointer)
+    [pause] = app.invoke({"log": ["in"]}, thread_id=thread_id)["__interrupt__"]
+
+    plain = app.get_state(thread_id=thread_id)
+    [task] = plain.tasks
+    assert task.name == "sub" and [i.id for i in task.interrupts] == [pause.id]
+    assert task.state == {"configurable": {"thread_id": thread_id,
+                                           "checkpoint_ns": f"sub:{task.id}"}}
+
+    [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
+    sub = task.state
+    assert sub.values == {"log": ["in", "c1"]} and sub.next == ("inner",)
+    assert sub.config["configurable"]["checkpoint_ns"] == f"sub:{task.id}"
+    [inner_task] = sub.tasks
+    assert [i.id for i in inner_task.interrupts] == [pause.id]
+    deep = inner_task.state
+    assert deep.next == ("g1",) and [i.value for i in deep.interrupts] == ["deep?"]
+    assert deep.config["configurable"]["checkpoint_ns"] == (
+        f"sub:{task.id}|inner:{inner_task.id}")
+    assert app.invoke(Command(resume=5), thread_id=thread_id)["x"] == 5
+    assert app.get_state(thread_id=thread_id, subgraphs=True).tasks == ()
+
+
+def test_get_state_with_subgraphs_shows_a_graph_invoked_in_a_node(checkpointer, thread_id):
+    inner = inner_graph([])
+
+    def call_inner(state: S) -> dict[str, Any]:
+        return inner.invoke(state)
+
+    parent = StateGraph(S)
+    parent.add_node("call_inner", call_inner)
+    parent.add_edge(START, "call_inner")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"a": ""}, thread_id=thread_id)
+    app.invoke(Command(resume="a1"), thread_id=thread_id)
+    [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
+    assert task.state.values == {"a": "a1"} and task.state.next == ("n2",)
+    assert [i.value for i in task.state.interrupts] == ["i2"]

@@ -81,6 +81,7 @@ class CompiledGraph(ThreadState):
             (k, spec) for k, spec in self.specs.items() if spec.fresh_initial
         )
         self.nodes = dict(builder.nodes)
+        self.has_subgraphs = any(n.subgraph is not None for n in self.nodes.values())
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
         # nodes of a dict-like schema get a plain copy of the values (no builder call)

@@ -18,12 +18,18 @@ if TYPE_CHECKING:
 
 
 class StateTask(NamedTuple):
-    """A task the snapshot's ``next`` step will run, with its saved error/interrupts."""
+    """A task the snapshot's ``next`` step will run, with its saved error/interrupts.
+
+    ``state``, for a task that runs a subgraph (or a graph invoked inside its node), as
+    LangGraph's ``PregelTask.state``: with ``get_state(subgraphs=True)`` the subgraph's
+    own ``StateSnapshot``, else (a subgraph node) the config naming its namespace.
+    """
 
     id: str
     name: str
     error: str | None
     interrupts: tuple[Interrupt, ...]
+    state: Any = None
 
 
 class StateSnapshot(NamedTuple):
