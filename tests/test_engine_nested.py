@@ -219,3 +219,28 @@ def test_get_state_with_subgraphs_shows_a_graph_invoked_in_a_node(checkpointer, 
     [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
     assert task.state.values == {"a": "a1"} and task.state.next == ("n2",)
     assert [i.value for i in task.state.interrupts] == ["i2"]
+
+
+@pytest.mark.parametrize("with_checkpointer", [True, False])
+def test_parent_command_from_a_graph_invoked_in_a_node(
+    memory_checkpointer, thread_id, with_checkpointer
+):
+    def jump(state: Log) -> Command:
+        return Command(graph=Command.PARENT, goto="landed", update={"log": ["jumped"]})
+
+    inner = StateGraph(Log)
+    inner.add_node("jump", jump)
+    inner.add_edge(START, "jump")
+    inner_app = inner.compile()
+
+    def call(state: Log) -> dict[str, Any]:
+        inner_app.invoke({"log": []})
+        return {"log": ["not reached"]}
+
+    parent = StateGraph(Log)
+    parent.add_node("call", call, destinations=("landed",))
+    parent.add_node("landed", lambda s: {"log": ["landed"]})
+    parent.add_edge(START, "call")
+    app = parent.compile(checkpointer=memory_checkpointer if with_checkpointer else None)
+    out = app.invoke({"log": []}, thread_id=thread_id if with_checkpointer else None)
+    assert out["log"] == ["jumped", "landed"]

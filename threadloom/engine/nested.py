@@ -24,15 +24,15 @@ def nested_loop(
 ) -> tuple[RunLoop, dict[str, Any]] | None:
     """The run of ``graph`` nested in the running task, with the answers the task resumes
     with, or None when it runs on its own:
-    outside a node, with its own checkpointer, compiled with ``checkpointer=False``, under
-    a caller without a checkpointer, or on another thread than the caller's."""
+    outside a node, with its own checkpointer, compiled with ``checkpointer=False``, or
+    given another thread id than the caller's."""
     ctx = current_task()
     if ctx is None or ctx.run is None or graph.subgraph_persistence is False:
         return None
     parent = ctx.run
     conf = config.get("configurable") or {}
     thread = (parent.config.get("configurable") or {}).get("thread_id")
-    if parent.cp is None or conf.get("thread_id", thread) != thread:
+    if conf.get("thread_id", thread) != thread:  # the caller names another thread
         return None
     from threadloom.engine.subgraph import child_loop
 

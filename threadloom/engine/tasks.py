@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.engine.runtime import _TASK, Emit, GraphInterrupt, Runtime, TaskContext, _noop
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 from threadloom.errors import add_node_note
-from threadloom.types import START, Send
+from threadloom.types import START, Command, Send
 from threadloom.workers import to_worker
 
 if TYPE_CHECKING:
@@ -165,8 +165,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if node is None:
         raise RuntimeError("virtual task cannot run")
     modes = loop.modes
-    # positional (node, step, task_id, config, emit, modes, remaining_steps, namespace,
-    # resume, interrupt_index, context, streamed_ids, blocking_ok, index, run): per task
+    # positional, in the order of TaskContext's fields: this runs per task
     ctx = TaskContext(
         task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
         loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
@@ -197,7 +196,10 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
             else:
                 result = await _call(loop, task, node, ctx)
             break
-        except (GraphInterrupt, ParentCommand, asyncio.CancelledError):
+        except ParentCommand as pc:  # from a graph invoked in the node: it routes here
+            result = Command(update=pc.command.update, goto=pc.command.goto)
+            break
+        except (GraphInterrupt, asyncio.CancelledError):
             raise
         except Exception as exc:
             delay = _retry_delay(node, exc, attempt)
