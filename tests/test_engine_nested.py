@@ -244,3 +244,39 @@ def test_parent_command_from_a_graph_invoked_in_a_node(
     app = parent.compile(checkpointer=memory_checkpointer if with_checkpointer else None)
     out = app.invoke({"log": []}, thread_id=thread_id if with_checkpointer else None)
     assert out["log"] == ["jumped", "landed"]
+
+
+class Chat(TypedDict, total=False):
+    log: Annotated[list, operator.add]
+    result: str
+
+
+@pytest.mark.parametrize("persistence", [True, None])
+def test_two_graphs_invoked_in_one_node_keep_apart(checkpointer, thread_id, persistence):
+    def echo(prefix: str):
+        g = StateGraph(Chat)
+        g.add_node("echo", lambda s: {"log": [f"{prefix}: {s['log'][-1]}"]})
+        g.add_edge(START, "echo")
+        return g.compile(checkpointer=persistence)
+
+    fruit, veggie = echo("Fruit"), echo("Veggie")
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def call_both(state: Chat) -> dict[str, Any]:
+        f = fruit.invoke({"log": ["cherries"]})
+        v = veggie.invoke({"log": ["broccoli"]})
+        seen.append((f["log"], v["log"]))
+        return {"result": f["log"][-1]}
+
+    parent = StateGraph(Chat)
+    parent.add_node("call_both", call_both)
+    parent.add_edge(START, "call_both")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"result": ""}, thread_id=thread_id)
+    app.invoke({"result": ""}, thread_id=thread_id)
+    once = (["cherries", "Fruit: cherries"], ["broccoli", "Veggie: broccoli"])
+    if persistence:  # each remembers its own history, and only its own (as LangGraph)
+        assert seen == [once, (once[0] * 2, once[1] * 2)]
+        assert {"call_both", "call_both|1"} <= namespaces(checkpointer, thread_id)
+    else:
+        assert seen == [once, once]

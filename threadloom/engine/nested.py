@@ -36,13 +36,12 @@ def nested_loop(
         return None
     from threadloom.engine.subgraph import child_loop
 
-    level = f"{ctx.node}:{ctx.task_id}"
-    if graph.subgraph_persistence:
-        level = ctx.node
-    elif ctx.nested:  # a second graph invoked in the same task gets its own namespace
-        level = f"{level}:{ctx.nested}"
+    level = ctx.node if graph.subgraph_persistence else f"{ctx.node}:{ctx.task_id}"
+    namespace = (*parent.namespace, level)
+    if ctx.nested:  # the k-th graph invoked in the task: a namespace of its own, "...|k"
+        namespace = (*namespace, str(ctx.nested))
     ctx.nested += 1
-    loop = child_loop(parent, graph, (*parent.namespace, level), parent.cp, same_loop=same_loop)
+    loop = child_loop(parent, graph, namespace, parent.cp, same_loop=same_loop)
     return loop, dict(ctx.resume)
 
 
