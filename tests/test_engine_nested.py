@@ -280,3 +280,39 @@ def test_two_graphs_invoked_in_one_node_keep_apart(checkpointer, thread_id, pers
         assert {"call_both", "call_both|1"} <= namespaces(checkpointer, thread_id)
     else:
         assert seen == [once, once]
+
+
+@pytest.mark.parametrize("persistence", [None, True])
+def test_replaying_a_parent_checkpoint_uses_the_subgraph_state_at_that_point(
+    checkpointer, thread_id, persistence
+):
+    calls: list[str] = []
+
+    def step(name: str, ask: bool = False):
+        def run(state: Log) -> dict[str, Any]:
+            calls.append(name)
+            return {"log": [f"{name}:{interrupt('q')}" if ask else name]}
+
+        return run
+
+    child = StateGraph(Log)
+    for name in ("c1", "c2", "c3"):
+        child.add_node(name, step(name, ask=name == "c2"))
+    child.add_edge(START, "c1")
+    child.add_edge("c1", "c2")
+    child.add_edge("c2", "c3")
+    parent = StateGraph(Log)
+    parent.add_node("pre", lambda s: {"log": ["pre"]})
+    parent.add_node("sub", child.compile(checkpointer=persistence))
+    parent.add_edge(START, "pre")
+    parent.add_edge("pre", "sub")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"log": []}, thread_id=thread_id)
+    assert app.invoke(Command(resume="A"), thread_id=thread_id)["log"] == [
+        "pre", "c1", "c2:A", "c3"]
+    [at_sub] = [s for s in app.get_state_history(thread_id=thread_id) if s.next == ("sub",)]
+    calls.clear()
+    out = app.invoke(None, at_sub.config)  # replay: the subgraph runs from its start
+    assert calls == ["c1", "c2"]
+    assert [i.value for i in out["__interrupt__"]] == ["q"]
+    assert out["log"] == ["pre"]

@@ -96,6 +96,7 @@ class RunLoop(Persistence):
         self.plain_ids = checkpointer is None and not namespace
         self.resuming = False  # the run continues a saved one (None or Command input)
         self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
+        self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""

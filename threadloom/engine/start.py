@@ -35,7 +35,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
         CheckpointNotFoundError: the config names a checkpoint the thread lacks.
         EmptyInputError: no input and nothing saved to continue from.
     """
-    if loop.cp is not None:
+    if loop.cp is not None and not loop.fresh:
         loop.saved = await loop.cp_call("get_tuple", loop.config)
         if loop.saved is None and loop.config_id():
             raise CheckpointNotFoundError(
@@ -55,7 +55,9 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
                 "invoke(None) needs a thread with a saved checkpoint to continue from; "
                 "this thread has none. Pass an input."
             )
-        return plan_from_saved(loop, loop.saved), _continued(loop.saved)
+        # a replay (a checkpoint_id named) runs the step anew, its saved writes unused
+        replay = loop.config_id() is not None
+        return plan_from_saved(loop, loop.saved), None if replay else _continued(loop.saved)
     return await _start_input(loop, input), None
 
 

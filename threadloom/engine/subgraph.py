@@ -47,6 +47,8 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
     if checkpointer is None and persistence is not False:
         checkpointer = parent.cp
     loop = child_loop(parent, child, (*parent.namespace, level), checkpointer)
+    if task.resume is None and loop.cp is not None and parent.config_id() is not None:
+        await _as_at_replayed_checkpoint(parent, loop)
     if task.resume is not None:  # the task paused before: the subgraph continues
         child_input: Any = Command(resume=dict(task.resume)) if task.resume else None
     else:
@@ -72,6 +74,28 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
                                [(_WRITTEN, carried)], _CARRIER)
         raise GraphInterrupt(loop.interrupts)
     return _written_update(parent, loop)
+
+
+async def _as_at_replayed_checkpoint(parent: RunLoop, loop: RunLoop) -> None:
+    """A replay of a parent checkpoint (time travel) runs the subgraph from its state at
+    that checkpoint, as in LangGraph: its newest checkpoint older than the parent's, or
+    none (it starts anew), not what a later run of the same step left there."""
+    at = (parent.checkpoint_config.get("configurable") or {}).get("checkpoint_id")
+    if at != parent.config_id():  # a later step of the replay: a namespace of its own
+        return
+    before = {"configurable": {**loop.config["configurable"], "checkpoint_id": at}}
+    cp = loop.cp
+    if loop.blocking_ok or getattr(cp, "inline_io", False):
+        older = list(cp.list(loop.config, before=before, limit=1))  # type: ignore[union-attr]
+    else:
+        older = [t async for t in cp.alist(loop.config, before=before, limit=1)]  # type: ignore[union-attr]
+    found = older[0] if older else None
+    if found is None:
+        loop.fresh = True
+    else:
+        conf = {**loop.config["configurable"]}
+        conf["checkpoint_id"] = found.config["configurable"]["checkpoint_id"]
+        loop.config = {**loop.config, "configurable": conf}
 
 
 _CARRIER = "__subgraph__"  # the pseudo task id of a paused subgraph's carried writes
