@@ -258,3 +258,26 @@ def test_parallel_tool_interrupt_ids_do_not_depend_on_which_call_asks_first(
     assert [m.content for m in out["messages"] if m.type == "tool"] == [
         "circle:CIRCLE", "square:SQUARE", "triangle:TRIANGLE"
     ]
+
+
+def test_send_fan_out_interrupts_each_answered_by_id(checkpointer, thread_id):
+    from threadloom.types import Send
+
+    class Fan(TypedDict):
+        items: list[str]
+        answers: Annotated[list[str], operator.add]
+
+    def ask(arg: dict[str, str]) -> dict[str, Any]:
+        return {"answers": [f"{arg['item']}={interrupt(arg['item'])}"]}
+
+    g = StateGraph(Fan)
+    g.add_node("ask", ask)
+    g.add_conditional_edges(START, lambda s: [Send("ask", {"item": i}) for i in s["items"]])
+    app = g.compile(checkpointer=checkpointer)
+    out = app.invoke({"items": ["a", "b", "c"], "answers": []}, thread_id=thread_id)
+    ids = by_value(out["__interrupt__"])
+    assert len(set(ids.values())) == 3
+    out = app.invoke(Command(resume={ids["b"]: "B"}), thread_id=thread_id)
+    assert sorted(i.value for i in out["__interrupt__"]) == ["a", "c"]
+    out = app.invoke(Command(resume={ids["a"]: "A", ids["c"]: "C"}), thread_id=thread_id)
+    assert sorted(out["answers"]) == ["a=A", "b=B", "c=C"]
