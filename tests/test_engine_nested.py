@@ -316,3 +316,30 @@ def test_replaying_a_parent_checkpoint_uses_the_subgraph_state_at_that_point(
     assert calls == ["c1", "c2"]
     assert [i.value for i in out["__interrupt__"]] == ["q"]
     assert out["log"] == ["pre"]
+
+
+def test_graph_streamed_inside_a_node_interrupts_and_resumes(checkpointer, thread_id):
+    seen: list[tuple[str, Any]] = []
+    inner = inner_graph(seen)
+    chunks: list[Any] = []
+
+    def call_inner(state: S) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for chunk in inner.stream(state, stream_mode="updates"):
+            chunks.append(chunk)
+            for update in chunk.values():
+                out.update(update or {})
+        return out
+
+    parent = StateGraph(S)
+    parent.add_node("call_inner", call_inner)
+    parent.add_edge(START, "call_inner")
+    app = parent.compile(checkpointer=checkpointer)
+    assert [i.value for i in app.invoke({"a": ""}, thread_id=thread_id)["__interrupt__"]] == [
+        "i1"]
+    out = app.invoke(Command(resume="a1"), thread_id=thread_id)
+    assert [i.value for i in out["__interrupt__"]] == ["i2"]
+    out = app.invoke(Command(resume="a2"), thread_id=thread_id)
+    assert out["human_response"] == "a2"
+    assert seen == [("n1", "a1"), ("n2", "a2")]
+    assert {"n2": {"human_response": "a2"}} in chunks

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
-from threadloom.engine.nested import nested_loop, run_nested
+from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -178,7 +178,10 @@ class CompiledGraph(ThreadState):
         cfg = self._config(config, thread_id, recursion_limit)
         sink = StreamSink(modes, subgraphs)
         loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
-        producer = asyncio.ensure_future(self._produce(loop, input, sink))
+        answers = None
+        if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
+            loop, answers = streamed_here(nest, loop)  # streamed inside a node (nested.py)
+        producer = asyncio.ensure_future(self._produce(loop, input, sink, answers))
         try:
             while True:
                 item = await sink.get()
@@ -191,10 +194,15 @@ class CompiledGraph(ThreadState):
                 producer.cancel()
                 await asyncio.gather(producer, return_exceptions=True)
 
-    async def _produce(self, loop: RunLoop, input: Any, sink: StreamSink) -> None:
+    async def _produce(
+        self, loop: RunLoop, input: Any, sink: StreamSink, answers: dict[str, Any] | None
+    ) -> None:
         try:
-            async with self._hold(loop):
-                await loop.run(input)
+            if answers is not None:  # nested in a running node: the caller holds the thread
+                await run_nested(loop, answers, input)
+            else:
+                async with self._hold(loop):
+                    await loop.run(input)
             if loop.interrupts and "updates" in loop.modes:
                 sink.bind(())("updates", {"__interrupt__": tuple(loop.interrupts)})
         except BaseException as exc:

@@ -45,6 +45,17 @@ def nested_loop(
     return loop, dict(ctx.resume)
 
 
+def streamed_here(
+    nest: tuple[RunLoop, dict[str, Any]], own: RunLoop
+) -> tuple[RunLoop, dict[str, Any]]:
+    """A nested run that the caller streams (``inner.stream(...)`` inside a node): its
+    events go to the caller's iterator, in the modes it asked for."""
+    loop, answers = nest
+    loop.emit, loop.modes, loop.sink = own.emit, own.modes, own.sink
+    loop.message_ids = own.message_ids
+    return loop, answers
+
+
 async def run_nested(loop: RunLoop, answers: dict[str, Any], input: Any) -> dict[str, Any]:
     """Run a nested graph: continue its paused run when the calling task resumes.
 

@@ -108,7 +108,9 @@ def iterate_on_thread(make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         except BaseException as exc:  # handed to the consumer
             items.put(("error", exc))
 
-    threading.Thread(target=work, daemon=True, name="threadloom-stream").start()
+    context = contextvars.copy_context()  # the caller's context variables, as run_sync
+    threading.Thread(target=context.run, args=(work,), daemon=True,
+                     name="threadloom-stream").start()
     try:
         while True:
             kind, value = items.get()
