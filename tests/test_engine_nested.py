@@ -343,3 +343,82 @@ def test_graph_streamed_inside_a_node_interrupts_and_resumes(checkpointer, threa
     assert out["human_response"] == "a2"
     assert seen == [("n1", "a1"), ("n2", "a2")]
     assert {"n2": {"human_response": "a2"}} in chunks
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_doubly_nested_interrupt_before_resumes_under_each_durability(
+    checkpointer, thread_id, durability
+):
+    class K(TypedDict):
+        my_key: str
+
+    grand = StateGraph(K)
+    grand.add_node("g1", lambda s: {"my_key": s["my_key"] + " here"})
+    grand.add_node("g2", lambda s: {"my_key": s["my_key"] + " and there"})
+    grand.add_edge(START, "g1")
+    grand.add_edge("g1", "g2")
+    child = StateGraph(K)
+    child.add_node("child_1", grand.compile(interrupt_before=["g2"]))
+    child.add_edge(START, "child_1")
+    parent = StateGraph(K)
+    parent.add_node("p1", lambda s: {"my_key": "hi " + s["my_key"]})
+    parent.add_node("child", child.compile())
+    parent.add_node("p2", lambda s: {"my_key": s["my_key"] + " and back again"})
+    parent.add_edge(START, "p1")
+    parent.add_edge("p1", "child")
+    parent.add_edge("child", "p2")
+    app = parent.compile(checkpointer=checkpointer, durability=durability)
+    assert app.invoke({"my_key": "my value"}, thread_id=thread_id) == {"my_key": "hi my value"}
+    assert app.invoke(None, thread_id=thread_id) == {
+        "my_key": "hi my value here and there and back again"}
+
+
+def test_a_key_reduced_in_the_subgraph_but_not_in_the_parent_gets_its_final_value(
+    checkpointer, thread_id
+):
+    class Inner(TypedDict):
+        my_key: Annotated[str, operator.add]
+
+    class Outer(TypedDict):
+        my_key: str
+
+    inner = StateGraph(Inner)
+    inner.add_node("i1", lambda s: {"my_key": " got here"})
+    inner.add_node("i2", lambda s: {"my_key": " and there"})
+    inner.add_edge(START, "i1")
+    inner.add_edge("i1", "i2")
+    parent = StateGraph(Outer)
+    parent.add_node("inner", inner.compile(checkpointer=True))
+    parent.add_edge(START, "inner")
+    app = parent.compile(checkpointer=checkpointer)
+    updates = list(app.stream({"my_key": ""}, thread_id=thread_id, stream_mode="updates"))
+    assert updates == [{"inner": {"my_key": " got here and there"}}]
+
+
+def test_get_state_subgraphs_finds_a_checkpointer_true_graph_invoked_in_a_node(
+    checkpointer, thread_id
+):
+    class Sub(TypedDict, total=False):
+        bar: str
+
+    sub = StateGraph(Sub)
+    sub.add_node("s1", lambda s: {"bar": "hi! " + s["bar"]})
+    sub.add_node("s2", lambda s: {"bar": s["bar"] + interrupt("Provide baz value")})
+    sub.add_edge(START, "s1")
+    sub.add_edge("s1", "s2")
+    subgraph = sub.compile(checkpointer=True)
+
+    class P(TypedDict):
+        foo: str
+
+    def node_2(state: P) -> dict[str, Any]:
+        return {"foo": subgraph.invoke({"bar": state["foo"]})["bar"]}
+
+    parent = StateGraph(P)
+    parent.add_node("node_2", node_2)
+    parent.add_edge(START, "node_2")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"foo": "foo"}, thread_id=thread_id)
+    [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
+    assert task.state.values == {"bar": "hi! foo"}
+    assert app.invoke(Command(resume="baz"), thread_id=thread_id) == {"foo": "hi! foobaz"}

@@ -24,7 +24,7 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
-from threadloom.engine.tasks import Task, task_id
+from threadloom.engine.tasks import Task
 from threadloom.errors import GraphRunError
 
 if TYPE_CHECKING:
@@ -86,11 +86,8 @@ class Persistence:
             )
         self.interrupts.extend(gi.interrupts)
         self.paused = True
-        if self.durability == "exit":
-            if self._unsaved_exit is not None:
-                await self._put_now(self._unsaved_exit)
-            base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
-            task.id = task_id(base, self.step, task.index, task.name)
+        if self.durability == "exit" and self._unsaved_exit is not None:
+            await self._put_now(self._unsaved_exit)  # the checkpoint its task id names
         await self._flush_pending_put()
         writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
         if task.resume:
@@ -186,7 +183,14 @@ class Persistence:
         if durability == "exit":
             merged = dict(self._unsaved_exit[3]) if self._unsaved_exit else {}
             merged.update(new_versions)
-            self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
+            parent = self._unsaved_exit[0] if self._unsaved_exit else self.checkpoint_config
+            self._unsaved_exit = (parent, checkpoint, metadata, merged)
+            # Name the coming checkpoint now, as "async" does: the next step's task ids
+            # are then those a resume from it computes (a paused subgraph's namespace too).
+            conf = self.config["configurable"]
+            self.checkpoint_config = self.fenced(
+                make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
+            )
             return
         if self.pending_put is not None:
             await self._flush_pending_put()

@@ -165,8 +165,8 @@ def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:
     for key, values in child.written_keys.items():
         if key not in parent.channels:
             continue
-        if isinstance(child.channels[key], Reduced):
-            updates.extend({key: v} for v in values)
+        if isinstance(child.channels[key], Reduced) and isinstance(parent.channels[key], Reduced):
+            updates.extend({key: v} for v in values)  # each write, reduced once above
         elif key in child.values:
             updates.append({key: child.values[key]})
     return updates

@@ -44,6 +44,10 @@ async def with_subgraph_states(
             tasks.append(task._replace(state=config) if child is not None else task)
             continue
         saved = await _call(cp, "get_tuple", config)
+        if saved is None and child is None:  # a checkpointer=True graph invoked in a node
+            ns = f"{parent_ns}|{task.name}" if parent_ns else task.name
+            saved = await _call(cp, "get_tuple", {"configurable": {
+                "thread_id": thread, "checkpoint_ns": ns}})
         if saved is None:
             tasks.append(task)
             continue
