@@ -422,3 +422,19 @@ def test_get_state_subgraphs_finds_a_checkpointer_true_graph_invoked_in_a_node(
     [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
     assert task.state.values == {"bar": "hi! foo"}
     assert app.invoke(Command(resume="baz"), thread_id=thread_id) == {"foo": "hi! foobaz"}
+
+
+def test_subgraph_interrupt_after_pauses_the_parent(checkpointer, thread_id):
+    child = StateGraph(Log)
+    child.add_node("c1", lambda s: {"log": ["c1"]})
+    child.add_node("c2", lambda s: {"log": ["c2"]})
+    child.add_edge(START, "c1")
+    child.add_edge("c1", "c2")
+    parent = StateGraph(Log)
+    parent.add_node("sub", child.compile(interrupt_after=["c1"]))
+    parent.add_edge(START, "sub")
+    app = parent.compile(checkpointer=checkpointer)
+    assert app.invoke({"log": ["in"]}, thread_id=thread_id) == {"log": ["in"]}
+    [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
+    assert task.state.values == {"log": ["in", "c1"]} and task.state.next == ("c2",)
+    assert app.invoke(None, thread_id=thread_id) == {"log": ["in", "c1", "c2"]}
