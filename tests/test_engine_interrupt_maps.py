@@ -281,3 +281,35 @@ def test_send_fan_out_interrupts_each_answered_by_id(checkpointer, thread_id):
     assert sorted(i.value for i in out["__interrupt__"]) == ["a", "c"]
     out = app.invoke(Command(resume={ids["a"]: "A", ids["c"]: "C"}), thread_id=thread_id)
     assert sorted(out["answers"]) == ["a=A", "b=B", "c=C"]
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list, operator.add]
+
+
+def test_updates_stream_of_a_pausing_run_matches_langgraph(checkpointer, thread_id):
+    g = StateGraph(Log)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_node("b", lambda s: {"log": [interrupt("q")]})
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    app = g.compile(checkpointer=checkpointer)
+    first = list(app.stream({"log": []}, thread_id=thread_id, stream_mode="updates"))
+    assert first[0] == {"a": {"log": ["a"]}}
+    [(key, (pause,))] = first[1].items()
+    assert key == "__interrupt__" and pause.value == "q" and len(first) == 2
+    again = list(app.stream(Command(resume="x"), thread_id=thread_id, stream_mode="updates"))
+    assert again == [{"a": {"log": ["a"]}, "__metadata__": {"cached": True}},
+                     {"b": {"log": ["x"]}}]
+
+    before = StateGraph(Log)
+    before.add_node("a", lambda s: {"log": ["a"]})
+    before.add_node("b", lambda s: {"log": ["b"]})
+    before.add_edge(START, "a")
+    before.add_edge("a", "b")
+    app = before.compile(checkpointer=checkpointer, interrupt_before=["b"])
+    other = thread_id + "-before"
+    assert list(app.stream({"log": []}, thread_id=other, stream_mode="updates")) == [
+        {"a": {"log": ["a"]}}, {"__interrupt__": ()}]
+    assert list(app.stream(None, thread_id=other, stream_mode="updates")) == [
+        {"b": {"log": ["b"]}}]

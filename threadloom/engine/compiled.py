@@ -203,8 +203,6 @@ class CompiledGraph(ThreadState):
             else:
                 async with self._hold(loop):
                     await loop.run(input)
-            if loop.interrupts and "updates" in loop.modes:
-                sink.bind(())("updates", {"__interrupt__": tuple(loop.interrupts)})
         except BaseException as exc:
             sink.close(exc)
             if isinstance(exc, asyncio.CancelledError):

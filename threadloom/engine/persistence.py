@@ -54,6 +54,7 @@ class Persistence:
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
     paused: bool
+    paused_with: list[tuple[Interrupt, ...]]
 
     def output(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -85,6 +86,7 @@ class Persistence:
                 "compile(checkpointer=InMemoryCheckpointer()), and pass a thread_id"
             )
         self.interrupts.extend(gi.interrupts)
+        self.paused_with.append(tuple(gi.interrupts))
         self.paused = True
         if self.durability == "exit" and self._unsaved_exit is not None:
             await self._put_now(self._unsaved_exit)  # the checkpoint its task id names

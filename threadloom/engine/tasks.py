@@ -75,6 +75,7 @@ class Task:
     resume: dict[str, Any] | None = None  # interrupt id -> answer, when resuming
     result: TaskResult | None = None
     held: list[Any] | None = None  # the interrupts of a paused task left unanswered
+    cached: bool = False  # its result is writes an earlier run saved
 
     @staticmethod
     def virtual_start() -> Task:
@@ -130,6 +131,7 @@ def make_tasks(
             done = planned.pending.get(task.id)
             if done is not None:
                 task.result = done
+                task.cached = True
             answers = resume.get(task.id) if resume else None
             if isinstance(answers, Held):
                 task.held = answers.interrupts
