@@ -16,7 +16,7 @@ import pytest
 
 from threadloom import END, START, StateGraph
 from threadloom.engine.runtime import interrupt
-from threadloom.errors import GraphRunError
+from threadloom.errors import GraphRunError, ResumeError
 from threadloom.messages import AIMessage, HumanMessage
 from threadloom.nodes import ToolNode
 from threadloom.reducers import add_messages
@@ -86,10 +86,13 @@ def test_plain_value_or_map_naming_none_with_several_pending_is_refused(
 ):
     app = two_askers([]).compile(checkpointer=checkpointer)
     ids = by_value(app.invoke({"answers": []}, thread_id=thread_id)["__interrupt__"])
-    with pytest.raises(GraphRunError, match="resume with a dict") as info:
+    with pytest.raises(ResumeError, match="resume with a dict") as info:
         app.invoke(Command(resume="yes"), thread_id=thread_id)
+    # as LangGraph: a RuntimeError with its sentence, and one of threadloom's run errors
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, GraphRunError)
+    assert "you must specify the interrupt id when resuming" in str(info.value)
     assert ids["left"] in str(info.value) and ids["right"] in str(info.value)
-    with pytest.raises(GraphRunError, match="names none of the pending") as info:
+    with pytest.raises(ResumeError, match="names none of the pending") as info:
         app.invoke(Command(resume={"0" * 32: "x"}), thread_id=thread_id)
     assert ids["left"] in str(info.value) and "0" * 32 in str(info.value)
     # nothing was consumed: both are still pending and answerable
@@ -109,7 +112,7 @@ def test_h35_variant_map_with_unknown_id_is_not_an_answer(checkpointer, thread_i
     g.add_edge(START, "ask")
     app = g.compile(checkpointer=checkpointer)
     [pause] = app.invoke({}, thread_id=thread_id)["__interrupt__"]
-    with pytest.raises(GraphRunError, match="names none of the pending") as info:
+    with pytest.raises(ResumeError, match="names none of the pending") as info:
         app.invoke(Command(resume={"0" * 32: "x"}), thread_id=thread_id)
     assert pause.id in str(info.value)
     snap = app.get_state(thread_id=thread_id)
@@ -162,7 +165,7 @@ def test_h05_parallel_tool_interrupts_each_get_their_answer(checkpointer, thread
         i.id for i in pending
     ]
     assert {i.id for i in out["__interrupt__"]} == {i.id for i in pending}
-    with pytest.raises(GraphRunError, match="resume with a dict"):
+    with pytest.raises(ResumeError, match="resume with a dict"):
         app.invoke(Command(resume="ok"), thread_id=thread_id)
     out = app.invoke(
         Command(resume={i.id: f"ok-{i.value['tool']}" for i in pending}), thread_id=thread_id

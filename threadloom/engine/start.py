@@ -17,7 +17,7 @@ from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult
 from threadloom.engine.writes import writes_of
-from threadloom.errors import CheckpointNotFoundError, EmptyInputError, GraphRunError
+from threadloom.errors import CheckpointNotFoundError, EmptyInputError, ResumeError
 from threadloom.types import START, Command, Interrupt
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
         # A resume map: each named interrupt gets its answer; a paused task none of whose
         # interrupts is named stays paused (it does not run), as in LangGraph.
         if pending and not any(i in value for i in ids):
-            raise GraphRunError(
+            raise ResumeError(
                 f"the resume map names none of the pending interrupts of thread "
                 f"{thread!r} (given: {sorted(value)}; pending: {ids}; see "
                 "get_state(...).interrupts)"
@@ -87,10 +87,11 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
                 resume[tid] = Held(interrupts)
     elif len(ids) > 1:
         # As LangGraph 1.x: which interrupt one value answers would depend on task order.
-        raise GraphRunError(
-            f"thread {thread!r} has {len(ids)} pending interrupts; resume with a dict "
-            f"mapping interrupt ids to values, e.g. Command(resume={{id: value, ...}}) "
-            f"(ids: {ids}; see get_state(...).interrupts)"
+        raise ResumeError(
+            "When there are multiple pending interrupts, you must specify the interrupt id "
+            f"when resuming: thread {thread!r} has {len(ids)} pending interrupts; resume "
+            f"with a dict mapping interrupt ids to values, e.g. Command(resume={{id: value, "
+            f"...}}) (ids: {ids}; see get_state(...).interrupts)"
         )
     else:
         for tid, interrupts in pending.items():
