@@ -438,3 +438,31 @@ def test_subgraph_interrupt_after_pauses_the_parent(checkpointer, thread_id):
     [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
     assert task.state.values == {"log": ["in", "c1"]} and task.state.next == ("c2",)
     assert app.invoke(None, thread_id=thread_id) == {"log": ["in", "c1", "c2"]}
+
+
+def test_graph_invoked_in_a_node_with_the_parent_state_reads_its_own_keys(
+    checkpointer, thread_id
+):
+    class Sub(TypedDict):
+        foo: str
+        bar: str
+
+    class P(TypedDict):
+        foo: str
+        counter: int
+
+    sub = StateGraph(Sub)
+    sub.add_node("s1", lambda s: {"foo": "sub", "bar": interrupt("v")})
+    sub.add_edge(START, "s1")
+    subgraph = sub.compile(checkpointer=True)
+
+    def call_subgraph(state: P) -> dict[str, Any]:
+        out = subgraph.invoke(state)  # the parent's whole state, 'counter' included
+        return {"foo": out["foo"] + ":" + out["bar"]}
+
+    parent = StateGraph(P)
+    parent.add_node("call_subgraph", call_subgraph)
+    parent.add_edge(START, "call_subgraph")
+    app = parent.compile(checkpointer=checkpointer)
+    assert "__interrupt__" in app.invoke({"foo": "", "counter": 0}, thread_id=thread_id)
+    assert app.invoke(Command(resume="x"), thread_id=thread_id) == {"foo": "sub:x", "counter": 0}
