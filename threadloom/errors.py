@@ -10,6 +10,8 @@ The tree, as httpx draws its own::
     │   ├── GraphRecursionError    recursion_limit super-steps passed without finishing
     │   ├── InvalidRouteError      an edge or Command routed to a node that does not exist
     │   ├── EmptyInputError        no input and nothing to resume
+    │   ├── ResumeError            a resume that does not say which pending interrupt it
+    │   │                          answers (also a RuntimeError, as LangGraph raises)
     │   └── NodeTimeoutError       reserved for per-node deadlines
     ├── CheckpointError            persistence
     │   ├── SerializationError     a value the closed codec cannot write or must refuse to read
@@ -123,6 +125,11 @@ class InvalidRouteError(GraphRunError):
 
 class EmptyInputError(GraphRunError):
     """``invoke(None)`` on a thread with nothing to resume."""
+
+
+class ResumeError(GraphRunError, RuntimeError):
+    """``Command(resume=...)`` cannot be matched to the pending interrupts: one plain
+    value with several pending, or a resume map naming none of them."""
 
 
 class NodeTimeoutError(GraphRunError):

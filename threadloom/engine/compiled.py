@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
+from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -47,7 +48,7 @@ class CompiledGraph(ThreadState):
         self,
         builder: StateGraph,
         *,
-        checkpointer: BaseCheckpointer | None,
+        checkpointer: BaseCheckpointer | bool | None,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         durability: Durability,
@@ -57,7 +58,9 @@ class CompiledGraph(ThreadState):
         self.builder = builder
         self.busy_timeout = busy_timeout
         self.name = name
-        self.checkpointer = checkpointer
+        # True/False: how it persists as a subgraph (see StateGraph.compile)
+        self.subgraph_persistence = checkpointer if isinstance(checkpointer, bool) else None
+        self.checkpointer = None if isinstance(checkpointer, bool) else checkpointer
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.durability = durability
@@ -78,6 +81,7 @@ class CompiledGraph(ThreadState):
             (k, spec) for k, spec in self.specs.items() if spec.fresh_initial
         )
         self.nodes = dict(builder.nodes)
+        self.has_subgraphs = any(n.subgraph is not None for n in self.nodes.values())
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
         # nodes of a dict-like schema get a plain copy of the values (no builder call)
@@ -174,7 +178,10 @@ class CompiledGraph(ThreadState):
         cfg = self._config(config, thread_id, recursion_limit)
         sink = StreamSink(modes, subgraphs)
         loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
-        producer = asyncio.ensure_future(self._produce(loop, input, sink))
+        answers = None
+        if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
+            loop, answers = streamed_here(nest, loop)  # streamed inside a node (nested.py)
+        producer = asyncio.ensure_future(self._produce(loop, input, sink, answers))
         try:
             while True:
                 item = await sink.get()
@@ -187,12 +194,15 @@ class CompiledGraph(ThreadState):
                 producer.cancel()
                 await asyncio.gather(producer, return_exceptions=True)
 
-    async def _produce(self, loop: RunLoop, input: Any, sink: StreamSink) -> None:
+    async def _produce(
+        self, loop: RunLoop, input: Any, sink: StreamSink, answers: dict[str, Any] | None
+    ) -> None:
         try:
-            async with self._hold(loop):
-                await loop.run(input)
-            if loop.interrupts and "updates" in loop.modes:
-                sink.bind(())("updates", {"__interrupt__": tuple(loop.interrupts)})
+            if answers is not None:  # nested in a running node: the caller holds the thread
+                await run_nested(loop, answers, input)
+            else:
+                async with self._hold(loop):
+                    await loop.run(input)
         except BaseException as exc:
             sink.close(exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -237,6 +247,8 @@ class CompiledGraph(ThreadState):
             ]
             return chunks  # type: ignore[return-value]
         cfg = self._config(config, thread_id, recursion_limit)
+        if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
+            return await run_nested(*nest, input)  # invoked inside a node (nested.py)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
         if self.checkpointer is None:  # no thread to hold
             out = await loop.run(input)

@@ -344,7 +344,7 @@ class StateGraph:
 
     def compile(
         self,
-        checkpointer: BaseCheckpointer | None = None,
+        checkpointer: BaseCheckpointer | bool | None = None,
         *,
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
@@ -355,7 +355,8 @@ class StateGraph:
         """Check the graph and return a runnable ``CompiledGraph``.
 
         Args:
-            checkpointer: where to save a checkpoint per super-step (per ``thread_id``).
+            checkpointer: where to save a checkpoint per super-step (per ``thread_id``);
+                for a subgraph also ``True``/``False``, as in LangGraph (subgraph.py).
             interrupt_before: nodes (or ``"*"``) to pause before.
             interrupt_after: nodes (or ``"*"``) to pause after.
             durability: ``"sync"`` (default: each checkpoint is written before the next

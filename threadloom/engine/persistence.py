@@ -24,7 +24,7 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
-from threadloom.engine.tasks import Task, task_id
+from threadloom.engine.tasks import Task
 from threadloom.errors import GraphRunError
 from threadloom.redact import mask_urls
 
@@ -54,6 +54,8 @@ class Persistence:
     modes: frozenset[str]
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
+    paused: bool
+    paused_with: list[tuple[Interrupt, ...]]
 
     def output(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -85,15 +87,14 @@ class Persistence:
                 "compile(checkpointer=InMemoryCheckpointer()), and pass a thread_id"
             )
         self.interrupts.extend(gi.interrupts)
-        if self.durability == "exit":
-            if self._unsaved_exit is not None:
-                await self._put_now(self._unsaved_exit)
-            base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
-            task.id = task_id(base, self.step, task.index, task.name)
+        self.paused_with.append(tuple(gi.interrupts))
+        self.paused = True
+        if self.durability == "exit" and self._unsaved_exit is not None:
+            await self._put_now(self._unsaved_exit)  # the checkpoint its task id names
         await self._flush_pending_put()
         writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
         if task.resume:
-            writes.append((RESUME, list(task.resume)))
+            writes.append((RESUME, dict(task.resume)))
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:
@@ -185,7 +186,14 @@ class Persistence:
         if durability == "exit":
             merged = dict(self._unsaved_exit[3]) if self._unsaved_exit else {}
             merged.update(new_versions)
-            self._unsaved_exit = (self.checkpoint_config, checkpoint, metadata, merged)
+            parent = self._unsaved_exit[0] if self._unsaved_exit else self.checkpoint_config
+            self._unsaved_exit = (parent, checkpoint, metadata, merged)
+            # Name the coming checkpoint now, as "async" does: the next step's task ids
+            # are then those a resume from it computes (a paused subgraph's namespace too).
+            conf = self.config["configurable"]
+            self.checkpoint_config = self.fenced(
+                make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
+            )
             return
         if self.pending_put is not None:
             await self._flush_pending_put()

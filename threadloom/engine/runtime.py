@@ -10,14 +10,15 @@ models called by the node (they feed the ``messages`` stream mode through
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from threadloom.types import Interrupt
 
 Emit = Callable[[str, Any], None]
+T = TypeVar("T")
 
 
 class GraphInterrupt(BaseException):  # noqa: N818 - a control-flow signal, not an error
@@ -50,14 +51,20 @@ class TaskContext:
     modes: frozenset[str]
     remaining_steps: int
     namespace: tuple[str, ...] = ()
-    resume: list[Any] = field(default_factory=list)
+    resume: dict[str, Any] = field(default_factory=dict)  # interrupt id -> its answer
     interrupt_index: int = 0
     context: Any = None
     streamed_ids: set[str] | None = None
     blocking_ok: bool = False
+    index: int = 0  # the task's place in its super-step
+    run: Any = None  # the RunLoop running the task (a graph invoked inside it nests there)
+    nested: int = 0  # graphs invoked inside the task so far
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
+# Set around one of several calls a node runs concurrently (ToolNode's parallel tool
+# calls): [scope key, count of interrupt() calls so far in it, the task it belongs to].
+_SCOPE: ContextVar[list[Any] | None] = ContextVar("threadloom_interrupt_scope", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,8 @@ def interrupt(value: Any) -> Any:
     with ``"__interrupt__"`` in its result (the thread's checkpoint keeps everything
     needed). When the caller invokes the graph again with ``Command(resume=x)`` on the same
     thread, the node runs again from its start and this call returns ``x``. A node may
-    call ``interrupt`` several times; resume values are matched by call order.
+    call ``interrupt`` several times: each call has its own id (from the task and the
+    call's order), and ``Command(resume={id: value, ...})`` answers each by its id.
 
     Args:
         value: what to show the human (any value the checkpoint codec can store).
@@ -115,12 +123,48 @@ def interrupt(value: Any) -> Any:
             needs somewhere to be saved.
     """
     ctx = _require_task("interrupt()")
-    index = ctx.interrupt_index
-    ctx.interrupt_index += 1
-    if index < len(ctx.resume):
-        return ctx.resume[index]
-    interrupt_id = hashlib.sha256(f"{ctx.task_id}:{index}".encode()).hexdigest()[:32]
+    scope = _SCOPE.get()
+    if scope is None or scope[2] is not ctx:  # not scoped, or scoped in an outer run
+        count = ctx.interrupt_index
+        ctx.interrupt_index += 1
+        call = str(count)
+    else:
+        count = scope[1]
+        scope[1] += 1
+        call = f"{scope[0]}:{count}"
+    # The id names the call by the task's place (namespace, step, index, node) and its
+    # order, not by the task id: that one comes from the checkpoint id, which a run under
+    # durability="exit" only learns when it saves on pausing.
+    key = f"{'|'.join(ctx.namespace)}|{ctx.step}|{ctx.index}|{ctx.node}|{call}"
+    interrupt_id = hashlib.sha256(key.encode()).hexdigest()[:32]
+    resume = ctx.resume
+    if interrupt_id in resume:
+        return resume[interrupt_id]
     raise GraphInterrupt([Interrupt(value, interrupt_id)])
+
+
+def is_interrupt_id(key: Any) -> bool:
+    """Whether ``key`` has the shape of an interrupt id (32 lowercase hex digits)."""
+    return isinstance(key, str) and len(key) == 32 and all(c in _HEX for c in key)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+async def scoped_interrupts(key: str, job: Awaitable[T]) -> T:
+    """Await ``job`` with its ``interrupt()`` calls numbered apart from its siblings'.
+
+    For a node that runs several calls concurrently (ToolNode's parallel tool calls): each
+    call's interrupts get ids from ``key`` (its tool call id) and their own order, so the
+    ids do not depend on which call reached ``interrupt()`` first, and a resume map
+    answers each call its own way (as LangGraph gives each parallel tool call its own
+    interrupt id).
+    """
+    token = _SCOPE.set([key, 0, _TASK.get()])
+    try:
+        return await job
+    finally:
+        _SCOPE.reset(token)
 
 
 def get_config() -> dict[str, Any]:

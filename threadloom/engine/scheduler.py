@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from threadloom.engine.stream import StreamSink
 
 
+_CACHED = {"__metadata__": {"cached": True}}
+
+
 class RunLoop(Persistence):
     """One invocation of a compiled graph on one thread (and namespace).
 
@@ -95,6 +98,9 @@ class RunLoop(Persistence):
         # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
         self.plain_ids = checkpointer is None and not namespace
         self.resuming = False  # the run continues a saved one (None or Command input)
+        self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
+        self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
+        self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -128,10 +134,13 @@ class RunLoop(Persistence):
             tasks = self._plan(planned, resume, limit, steps_done, tasks)  # plan the step
             del planned  # nothing of a finished step stays referenced while this one runs
             if tasks is None:  # the run pauses here (interrupt_before / interrupt_after)
+                self.paused = True
+                self._emit_pause([])
                 return
             results = await self._run(tasks)  # run its tasks, concurrently
-            if self.interrupts:
+            if self.paused:
                 self.step -= 1
+                self._emit_pause(tasks)
                 return
             updated = apply_step(self, tasks, results)  # apply their writes, in task order
             planned = await next_tasks(self, tasks, results)  # route: the next step's plan
@@ -196,7 +205,7 @@ class RunLoop(Persistence):
     async def _run(self, tasks: list[Task]) -> list[TaskResult]:
         """Run a step's tasks concurrently; a lone task that still has to run runs inline
         (a sync node then runs on the calling thread of a sync run)."""
-        if len(tasks) != 1 or tasks[0].result is not None:
+        if len(tasks) != 1 or tasks[0].result is not None or tasks[0].held is not None:
             return await self._run_tasks(tasks)
         task = tasks[0]
         self.inline_sync = True
@@ -210,8 +219,16 @@ class RunLoop(Persistence):
         return [task.result or TaskResult([], [])]
 
     async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
-        """Run a step of several tasks (or one with saved writes) concurrently."""
-        todo = [t for t in tasks if t.result is None]
+        """Run a step of several tasks (or one with saved writes) concurrently; a paused
+        task that a resume map left unanswered stays paused, unrun."""
+        todo = []
+        for t in tasks:
+            if t.held is not None:
+                self.interrupts.extend(t.held)
+                self.paused_with.append(tuple(t.held))
+                self.paused = True
+            elif t.result is None:
+                todo.append(t)
         self.inline_sync = False
         if todo:  # every task may already have its saved writes (a crash before the save)
             await self._run_many(todo, record=len(tasks) > 1)
@@ -255,11 +272,28 @@ class RunLoop(Persistence):
             return
         if "updates" in self.modes:
             for task, result in zip(tasks, results, strict=True):
-                emit("updates", {task.name: result.update_view()})
+                if task.cached:  # its writes were saved by an earlier run: not run again
+                    emit("updates", {task.name: result.update_view(), **_CACHED})
+                else:
+                    emit("updates", {task.name: result.update_view()})
         if "values" in self.modes:
             emit("values", self.output())
         if self.sink is not None:
             await self.sink.drained()
+
+    def _emit_pause(self, tasks: list[Task]) -> None:
+        """The ``updates`` events of a run pausing, as LangGraph: each task of the step
+        that finished, then one ``{"__interrupt__": (...)}`` per paused task (one, empty,
+        when it pauses before or after a node, or inside a subgraph's)."""
+        emit = self.emit
+        if emit is None or self.namespace or "updates" not in self.modes:
+            return
+        for task in tasks:
+            if task.result is not None:
+                extra = _CACHED if task.cached else {}
+                emit("updates", {task.name: task.result.update_view(), **extra})
+        for interrupts in self.paused_with or [()]:
+            emit("updates", {"__interrupt__": interrupts})
 
     def output(self) -> dict[str, Any]:
         """The state restricted to the output keys (channels without a value are left out)."""

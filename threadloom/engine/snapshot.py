@@ -6,7 +6,7 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from threadloom.checkpoint.base import ERROR, INTERRUPT, CheckpointTuple
+from threadloom.checkpoint.base import ERROR, INTERRUPT, SCHEDULED, CheckpointTuple
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
@@ -18,12 +18,18 @@ if TYPE_CHECKING:
 
 
 class StateTask(NamedTuple):
-    """A task the snapshot's ``next`` step will run, with its saved error/interrupts."""
+    """A task the snapshot's ``next`` step will run, with its saved error/interrupts.
+
+    ``state``, for a task that runs a subgraph (or a graph invoked inside its node), as
+    LangGraph's ``PregelTask.state``: with ``get_state(subgraphs=True)`` the subgraph's
+    own ``StateSnapshot``, else (a subgraph node) the config naming its namespace.
+    """
 
     id: str
     name: str
     error: str | None
     interrupts: tuple[Interrupt, ...]
+    state: Any = None
 
 
 class StateSnapshot(NamedTuple):
@@ -73,11 +79,16 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     step = int(saved.metadata.get("step", -1)) + 1
     errors: dict[str, str] = {}
     interrupts: dict[str, tuple[Interrupt, ...]] = {}
+    done: set[str] = set()
     for w in saved.pending_writes:
         if w.channel == ERROR:
             errors[w.task_id] = str(w.value)
         elif w.channel == INTERRUPT:
             interrupts[w.task_id] = tuple(Interrupt(*i) for i in w.value)
+        elif w.channel == SCHEDULED:
+            done.add(w.task_id)
+    for tid in done:  # resumed since, and finished: its interrupt is answered
+        interrupts.pop(tid, None)
     tasks = []
     for index, name in enumerate(names):
         tid = task_id(cp["id"], step, index, name)

@@ -11,19 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import INTERRUPT, RESUME, Checkpoint
+from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
 from threadloom.engine.apply import apply_from
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
-from threadloom.engine.tasks import Task, TaskResult
+from threadloom.engine.runtime import is_interrupt_id
+from threadloom.engine.tasks import Held, Task, TaskResult
 from threadloom.engine.writes import writes_of
-from threadloom.errors import CheckpointNotFoundError, EmptyInputError, GraphRunError
+from threadloom.errors import CheckpointNotFoundError, EmptyInputError, ResumeError
 from threadloom.types import START, Command, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop
 
-Resume = dict[str, list[Any]]
-"""Task id -> the answers its ``interrupt()`` calls receive, in call order."""
+Resume = dict[str, "dict[str, Any] | Held"]
+"""Task id -> the answers its ``interrupt()`` calls receive (interrupt id -> value), or
+``Held`` for a paused task left unanswered."""
 
 
 async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
@@ -33,7 +35,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
         CheckpointNotFoundError: the config names a checkpoint the thread lacks.
         EmptyInputError: no input and nothing saved to continue from.
     """
-    if loop.cp is not None:
+    if loop.cp is not None and not loop.fresh:
         loop.saved = await loop.cp_call("get_tuple", loop.config)
         if loop.saved is None and loop.config_id():
             raise CheckpointNotFoundError(
@@ -53,7 +55,9 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
                 "invoke(None) needs a thread with a saved checkpoint to continue from; "
                 "this thread has none. Pass an input."
             )
-        return plan_from_saved(loop, loop.saved), None
+        # a replay (a checkpoint_id named) runs the step anew, its saved writes unused
+        replay = loop.config_id() is not None
+        return plan_from_saved(loop, loop.saved), None if replay else _continued(loop.saved)
     return await _start_input(loop, input), None
 
 
@@ -61,37 +65,76 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
     if loop.saved is None:
         raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
     planned = plan_from_saved(loop, loop.saved)
+    previous, pending = paused_tasks(loop.saved)
     resume: Resume = {}
-    previous: Resume = {}
+    value = cmd.resume
+    ids = [i.id for interrupts in pending.values() for i in interrupts]
+    thread = loop.config.get("configurable", {}).get("thread_id")
+    if isinstance(value, Mapping) and value and all(is_interrupt_id(k) for k in value):
+        # A resume map: each named interrupt gets its answer; a paused task none of whose
+        # interrupts is named stays paused (it does not run), as in LangGraph.
+        if pending and not any(i in value for i in ids):
+            raise ResumeError(
+                f"the resume map names none of the pending interrupts of thread "
+                f"{thread!r} (given: {sorted(value)}; pending: {ids}; see "
+                "get_state(...).interrupts)"
+            )
+        for tid, interrupts in pending.items():
+            answered = {i.id: value[i.id] for i in interrupts if i.id in value}
+            if answered:
+                resume[tid] = {**previous.get(tid, {}), **answered}
+            else:
+                resume[tid] = Held(interrupts)
+    elif len(ids) > 1:
+        # As LangGraph 1.x: which interrupt one value answers would depend on task order.
+        raise ResumeError(
+            "When there are multiple pending interrupts, you must specify the interrupt id "
+            f"when resuming: thread {thread!r} has {len(ids)} pending interrupts; resume "
+            f"with a dict mapping interrupt ids to values, e.g. Command(resume={{id: value, "
+            f"...}}) (ids: {ids}; see get_state(...).interrupts)"
+        )
+    else:
+        for tid, interrupts in pending.items():
+            answers = previous.get(tid, {})
+            # a task paused by its subgraph's interrupt_before has no interrupt to answer
+            resume[tid] = {**answers, interrupts[0].id: value} if interrupts else answers
+    if cmd.update is not None or cmd.goto:
+        planned = planned.with_command(loop, cmd)
+    return planned, resume
+
+
+def _continued(saved: CheckpointTuple) -> Resume | None:
+    """``invoke(None)`` on a paused thread: each paused task keeps the answers it had, so
+    a paused subgraph continues where it stopped instead of starting over."""
+    previous, pending = paused_tasks(saved)
+    if not pending:
+        return None
+    return {tid: previous.get(tid, {}) for tid in pending}
+
+
+def paused_tasks(
+    saved: CheckpointTuple,
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[Interrupt]]]:
+    """A checkpoint's paused tasks: task id -> answers its interrupts already had, and
+    task id -> its pending interrupts (a task whose writes were saved since is done)."""
+    previous: dict[str, dict[str, Any]] = {}
     pending: dict[str, list[Interrupt]] = {}
-    for w in loop.saved.pending_writes:
+    done: set[str] = set()
+    for w in saved.pending_writes:
         if w.channel == RESUME:
-            previous[w.task_id] = list(w.value)
+            # interrupt id -> answer (a list, the call-order form of earlier versions,
+            # matches no id: that node asks again)
+            if isinstance(w.value, Mapping):
+                previous[w.task_id] = dict(w.value)
         elif w.channel == INTERRUPT:
             pending[w.task_id] = [
                 Interrupt(*i) if not isinstance(i, Interrupt) else i for i in w.value
             ]
-    value = cmd.resume
-    ids = [i.id for interrupts in pending.values() for i in interrupts]
-    if len(pending) > 1 and not (isinstance(value, Mapping) and any(i in value for i in ids)):
-        # As LangGraph 1.x: which interrupt one value answers would depend on task order.
-        raise GraphRunError(
-            f"thread {loop.config.get('configurable', {}).get('thread_id')!r} has "
-            f"{len(pending)} pending interrupts; resume with a dict mapping interrupt ids "
-            f"to values, e.g. Command(resume={{id: value, ...}}) (ids: {ids}; see "
-            "get_state(...).interrupts)"
-        )
-    for tid, interrupts in pending.items():
-        value = cmd.resume
-        if isinstance(value, Mapping) and any(i.id in value for i in interrupts):
-            matched = [value[i.id] for i in interrupts if i.id in value]
-            if not matched:
-                continue
-            value = matched[0]
-        resume[tid] = previous.get(tid, []) + [value]
-    if cmd.update is not None or cmd.goto:
-        planned = planned.with_command(loop, cmd)
-    return planned, resume
+        elif w.channel == SCHEDULED:
+            done.add(w.task_id)
+    for tid in done:
+        pending.pop(tid, None)
+    return previous, pending
 
 
 async def _start_input(loop: RunLoop, input: Any) -> Planned:

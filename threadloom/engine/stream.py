@@ -50,7 +50,8 @@ class StreamSink:
     Args:
         modes: the modes the caller asked for.
         subgraphs: pass subgraphs' ``values``/``updates``/``debug`` events through too
-            (their ``messages`` and ``custom`` events always pass).
+            (their ``custom`` events always pass; without it a subgraph streams no
+            ``messages``, its reply arrives whole from the parent's node, as LangGraph).
     """
 
     def __init__(self, modes: Sequence[str], subgraphs: bool) -> None:

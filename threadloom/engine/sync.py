@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
@@ -56,8 +57,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, inside a running loop or not."""
     if not _in_running_loop():
         return _private_loop().run_until_complete(coro)
+    # the helper thread sees the caller's context variables (a graph invoked inside a
+    # node finds the running task there), as asyncio.to_thread does
+    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="threadloom-sync") as ex:
-        return ex.submit(lambda: _private_loop().run_until_complete(coro)).result()
+        return ex.submit(context.run, lambda: _private_loop().run_until_complete(coro)).result()
 
 
 
@@ -104,7 +108,9 @@ def iterate_on_thread(make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         except BaseException as exc:  # handed to the consumer
             items.put(("error", exc))
 
-    threading.Thread(target=work, daemon=True, name="threadloom-stream").start()
+    context = contextvars.copy_context()  # the caller's context variables, as run_sync
+    threading.Thread(target=context.run, args=(work,), daemon=True,
+                     name="threadloom-stream").start()
     try:
         while True:
             kind, value = items.get()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.engine.runtime import _TASK, Emit, GraphInterrupt, Runtime, TaskContext, _noop
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 from threadloom.errors import add_node_note
-from threadloom.types import START, Send
+from threadloom.types import START, Command, Send
 from threadloom.workers import to_worker
 
 if TYPE_CHECKING:
@@ -53,6 +53,15 @@ class _Many(list):  # several writes to one key by one task
     pass
 
 
+class Held:
+    """A paused task that a resume map does not answer: it stays paused, unrun."""
+
+    __slots__ = ("interrupts",)
+
+    def __init__(self, interrupts: list[Any]) -> None:
+        self.interrupts = interrupts
+
+
 @dataclass(slots=True)
 class Task:
     """One node call planned for a super-step."""
@@ -63,8 +72,10 @@ class Task:
     id: str
     index: int
     remaining: int
-    resume: list[Any] | None = None
+    resume: dict[str, Any] | None = None  # interrupt id -> answer, when resuming
     result: TaskResult | None = None
+    held: list[Any] | None = None  # the interrupts of a paused task left unanswered
+    cached: bool = False  # its result is writes an earlier run saved
 
     @staticmethod
     def virtual_start() -> Task:
@@ -78,11 +89,11 @@ def task_id(checkpoint_id: str, step: int, index: int, name: str) -> str:
     return hashlib.blake2b(raw, digest_size=12).hexdigest()
 
 
-_NO_RESUME: list[Any] = []
+_NO_RESUME: dict[str, Any] = {}  # shared, only read
 
 
 def make_tasks(
-    loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, list[Any]] | None
+    loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, Any] | None
 ) -> list[Task]:
     """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
     names = planned.tasks
@@ -120,8 +131,12 @@ def make_tasks(
             done = planned.pending.get(task.id)
             if done is not None:
                 task.result = done
-            if resume and task.id in resume:
-                task.resume = resume[task.id]
+                task.cached = True
+            answers = resume.get(task.id) if resume else None
+            if isinstance(answers, Held):
+                task.held = answers.interrupts
+            elif answers is not None:
+                task.resume = answers
     return tasks
 
 
@@ -152,13 +167,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if node is None:
         raise RuntimeError("virtual task cannot run")
     modes = loop.modes
-    # positional (node, step, task_id, config, emit, modes, remaining_steps, namespace,
-    # resume, interrupt_index, context, streamed_ids, blocking_ok): this runs per task
+    # positional, in the order of TaskContext's fields: this runs per task
     ctx = TaskContext(
         task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
         loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
         loop.message_ids if "messages" in modes else None,
-        loop.blocking_ok and loop.inline_sync,
+        loop.blocking_ok and loop.inline_sync, task.index, loop,
     )
     attempt = 0
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
@@ -173,7 +187,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
     while True:
         attempt += 1
-        ctx.interrupt_index = 0
+        ctx.interrupt_index = ctx.nested = 0
         try:
             if here:
                 token = _TASK.set(ctx)
@@ -184,7 +198,10 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
             else:
                 result = await _call(loop, task, node, ctx)
             break
-        except (GraphInterrupt, ParentCommand, asyncio.CancelledError):
+        except ParentCommand as pc:  # from a graph invoked in the node: it routes here
+            result = Command(update=pc.command.update, goto=pc.command.goto)
+            break
+        except (GraphInterrupt, asyncio.CancelledError):
             raise
         except Exception as exc:
             delay = _retry_delay(node, exc, attempt)

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
+from threadloom.engine.subgraph_state import with_subgraph_states
 from threadloom.engine.sync import run_sync
 from threadloom.types import END, START
 
@@ -36,20 +37,35 @@ class ThreadState:
         return cast("CompiledGraph", self)
 
     def get_state(
-        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        subgraphs: bool = False,
     ) -> StateSnapshot:
         """The state of a thread at its latest (or the named) checkpoint.
+
+        ``subgraphs=True``: each next task that runs a subgraph carries the subgraph's
+        own snapshot in ``tasks[i].state`` (as LangGraph; ``subgraph_state.py``).
 
         Raises:
             ValueError: when the graph has no checkpointer.
         """
-        return run_sync(self.aget_state(config, thread_id=thread_id))
+        return run_sync(self.aget_state(config, thread_id=thread_id, subgraphs=subgraphs))
 
     async def aget_state(
-        self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        subgraphs: bool = False,
     ) -> StateSnapshot:
         """Async ``get_state``."""
-        return await snapshot(self._graph(), self._config(config, thread_id, None), self._need_cp())
+        graph, cp = self._graph(), self._need_cp()
+        snap = await snapshot(graph, self._config(config, thread_id, None), cp)
+        if graph.has_subgraphs or subgraphs:
+            snap = await with_subgraph_states(graph, snap, cp, subgraphs)
+        return snap
 
     def get_state_history(
         self,
