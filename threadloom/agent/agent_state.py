@@ -11,7 +11,7 @@ writes one message).
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Annotated, Any, TypedDict, get_type_hints
@@ -341,8 +341,13 @@ def _user_fields(schema: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return fields, entries, defaults
 
 
-def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Schemas:
+def build_schemas(state_schema: Any, variables: list[str], strategy: Any,
+                  middleware_schemas: Sequence[Any] = ()) -> Schemas:
     """Build the agent's state and output TypedDicts.
+
+    The user keys are those of every middleware's ``state_schema`` (in middleware order),
+    then those of ``state_schema``, which wins for a key both declare (LangChain's
+    priority: ``create_agent(state_schema=...)`` over ``AgentMiddleware.state_schema``).
 
     Raises:
         ValueError: a reserved key in ``state_schema``, a key named like an agent node, or
@@ -353,9 +358,14 @@ def build_schemas(state_schema: Any, variables: list[str], strategy: Any) -> Sch
     user: dict[str, Any] = {}
     entries: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
-    if state_schema is not None:
-        validate_user_schema(state_schema, inherited=AgentState.__annotations__)
-        user, entries, defaults = _user_fields(state_schema)
+    for schema in [*middleware_schemas, state_schema]:
+        if schema is None or schema is AgentState:
+            continue
+        validate_user_schema(schema, inherited=AgentState.__annotations__)
+        more_fields, more_entries, more_defaults = _user_fields(schema)
+        user.update(more_fields)
+        entries.update(more_entries)
+        defaults.update(more_defaults)
     clash = sorted(set(user) & NODE_KEYS)
     if clash:
         raise ValueError(f"state_schema keys {clash} are agent node names; rename them")

@@ -48,7 +48,7 @@ def create_agent(
     *,
     system_prompt: str | None = None,
     user_prompt: str | None = None,
-    required_variables: str | Sequence[str] | None = None,
+    required_variables: str | Sequence[str] | None = "*",
     state_schema: Any = None,
     response_format: Any = None,
     exit_conditions: Sequence[str] | None = None,
@@ -118,15 +118,17 @@ def create_agent(
     return_direct = [t.name for t in tool_list if t.return_direct]
     rules = make_rules(exit_conditions, set(by_name), return_direct, max_agent_steps)
     prompts = Prompts(system_prompt, user_prompt, required_variables)
-    schemas = build_schemas(state_schema, sorted(prompts.variables), strategy)
+    schemas = build_schemas(state_schema, sorted(prompts.variables), strategy,
+                            [getattr(m, "state_schema", None) for m in middleware or ()])
     hook_map, model_wrappers, tool_wrappers = _hooks(hooks, middleware)
     bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),
                         schemas.reduced)
+    tool_node = ToolNode(tool_list, handle_tool_errors=handle_tool_errors)
+    tool_node.state_keys = frozenset(schemas.state.__annotations__)
     nodes = AgentNodes(
         ModelStep(model, by_name, strategy, dict(generation_kwargs or {}),
                   merge_system_messages, model_wrappers),
-        ToolStep(by_name, ToolNode(tool_list, handle_tool_errors=handle_tool_errors),
-                 strategy, tool_wrappers),
+        ToolStep(by_name, tool_node, strategy, tool_wrappers),
         HookRunner(hook_map, bridge), rules, prompts, strategy, schemas.defaults,
     )
     builder = StateGraph(schemas.state, input_schema=schemas.state,

@@ -131,11 +131,14 @@ class ToolStep:
         chosen = [t for n, t in pool.items() if names is None or n in names]
         errors = self.node.handle_tool_errors
         if opts.extra_tools or names is None:  # names is None only with extra tools
-            return ToolNode(chosen, handle_tool_errors=errors)
+            node = ToolNode(chosen, handle_tool_errors=errors)
+            node.state_keys = self.node.state_keys
+            return node
         key = tuple(sorted(names))
         node = self._subsets.get(key)
         if node is None:
             node = self._subsets[key] = ToolNode(chosen, handle_tool_errors=errors)
+            node.state_keys = self.node.state_keys
         return node
 
     async def run(self, state: dict[str, Any], opts: RunOptions | None = None) -> Any:
@@ -197,6 +200,9 @@ class ToolStep:
             if index is None:
                 update["messages"] = messages_update(stored, messages)
                 return update
+            if _vetoed(messages):  # Haystack: no tool runs, back to the model (HITL)
+                update["messages"] = messages_update(stored, messages)
+                return jump(update, "model")  # the model node enforces max_agent_steps
         ai: Any = messages[index]
         if messages is not stored:
             done = answered(messages, index)
@@ -322,6 +328,13 @@ def runtime_exit(extra_tools: Sequence[Any], rules: ExitRules,
         return None
     reason = tools_exit(messages, replace(rules, tools=rules.tools | direct))
     return reason if reason in direct else None
+
+
+def _vetoed(messages: Sequence[BaseMessage]) -> bool:
+    """Whether a ``before_tool`` hook replaced the pending call message by one with no
+    calls (a veto): the last message is then an AI message without tool calls."""
+    last: Any = messages[-1]
+    return bool(last.type == "ai" and not last.tool_calls and not last.invalid_tool_calls)
 
 
 def _target(control: Any, update: dict[str, Any]) -> str | None:

@@ -1,0 +1,145 @@
+"""The agent as the Haystack Agent guide and the LangChain agents guide describe it
+(issue 16): tool dicts as state updates, middleware state, vetoes, required variables."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+
+from threadloom import (
+    AgentState,
+    AIMessage,
+    InjectedState,
+    ScriptedChatModel,
+    ToolMessage,
+    create_agent,
+    tool,
+)
+from threadloom.agent.middleware import AgentMiddleware
+from threadloom.prompts.sandbox import MissingVariablesError
+
+
+class ShopState(AgentState):
+    cart: list[str]
+    total_price: float
+
+
+@tool
+def add_to_cart(item: str, price: float, state: Annotated[dict, InjectedState]) -> Any:
+    """Add an item to the cart."""
+    return {"cart": [*state.get("cart", []), item],
+            "total_price": state.get("total_price", 0.0) + price, "messages": []}
+
+
+@tool
+def lookup(city: str, state: Annotated[dict, InjectedState]) -> Any:
+    """Weather data as a dict (keys that are not state keys)."""
+    return {"city": city, "sky": "sunny"}
+
+
+@tool
+def plain_dict(city: str) -> Any:
+    """A dict whose keys are state keys, from a tool that does not read the state."""
+    return {"cart": [city]}
+
+
+@tool
+def f(x: int) -> int:
+    """Echo x."""
+    return x
+
+
+def _call(name: str, **args: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "args": args}]}
+
+
+def test_shopping_cart_dict_is_a_state_update_with_one_tool_message() -> None:
+    model = ScriptedChatModel([_call("add_to_cart", item="Python", price=49.9), "Added."])
+    agent = create_agent(model, [add_to_cart], state_schema=ShopState)
+    out = agent.invoke({"messages": [("user", "add a Python book")], "cart": [],
+                        "total_price": 0.0})
+    assert out["cart"] == ["Python"]
+    assert out["total_price"] == pytest.approx(49.9)
+    tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(tool_messages) == 1
+    assert "cart" in tool_messages[0].text and "total_price" in tool_messages[0].text
+    assert tool_messages[0].tool_call_id == out["messages"][1].tool_calls[0]["id"]
+
+
+def test_two_cart_calls_accumulate_through_the_state() -> None:
+    model = ScriptedChatModel([_call("add_to_cart", item="a", price=1.0),
+                               _call("add_to_cart", item="b", price=2.0), "ok"])
+    agent = create_agent(model, [add_to_cart], state_schema=ShopState)
+    out = agent.invoke({"messages": ["x"], "cart": [], "total_price": 0.0})
+    assert out["cart"] == ["a", "b"] and out["total_price"] == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("which", ["lookup", "plain_dict"])
+def test_data_dicts_stay_json(which: str) -> None:
+    model = ScriptedChatModel([_call(which, city="Paris"), "ok"])
+    agent = create_agent(model, [lookup, plain_dict], state_schema=ShopState)
+    out = agent.invoke({"messages": ["x"], "cart": [], "total_price": 0.0})
+    assert out["cart"] == []
+    assert '"Paris"' in out["messages"][2].text
+
+
+class Budget(AgentState):
+    budget: int
+    note: str
+
+
+class Mw(AgentMiddleware):
+    state_schema = Budget
+
+    def before_model(self, state: Any, runtime: Any) -> dict | None:
+        return {"note": f"budget {state['budget']}"}
+
+
+def test_middleware_state_schema_keys_join_the_state() -> None:
+    agent = create_agent(ScriptedChatModel(["hi"]), [], middleware=[Mw()])
+    out = agent.invoke({"messages": ["x"], "budget": 3})
+    assert out["budget"] == 3 and out["note"] == "budget 3"
+
+
+class Wins(AgentState):
+    note: list[str]
+
+
+def test_create_agent_state_schema_wins_over_middleware() -> None:
+    agent = create_agent(ScriptedChatModel(["hi"]), [], middleware=[Mw()], state_schema=Wins)
+    hints = agent.builder.state_schema.__annotations__
+    assert hints["note"] == list[str] and "budget" in hints
+
+
+def _veto_hook(state: Any) -> None:
+    last = state.get("messages")[-1]
+    state.set("messages", [AIMessage(content="The user said no.", id=last.id)])
+
+
+def test_before_tool_veto_goes_back_to_the_model() -> None:
+    model = ScriptedChatModel([_call("f", x=1), "Understood, nothing was done."])
+    agent = create_agent(model, [f], hooks={"before_tool": [_veto_hook]})
+    out = agent.run(messages="do it")
+    assert out["exit_reason"] == "text"
+    assert out["last_message"].text == "Understood, nothing was done."
+    assert out["tool_call_counts"].get("f", 0) == 0 and out["step_count"] == 2
+    assert len(model.calls) == 2
+
+
+def test_veto_is_bounded_by_max_agent_steps() -> None:
+    model = ScriptedChatModel([_call("f", x=1), _call("f", x=2), "never"])
+    agent = create_agent(model, [f], hooks={"before_tool": [_veto_hook]}, max_agent_steps=2)
+    out = agent.run(messages="do it")
+    assert out["exit_reason"] == "max_agent_steps" and len(model.calls) == 2
+
+
+def test_required_variables_default_is_every_variable() -> None:
+    agent = create_agent(ScriptedChatModel(["x"]), [],
+                         user_prompt='{% message role="user" %}{{ doc }}{% endmessage %}')
+    with pytest.raises(MissingVariablesError, match="doc"):
+        agent.run(messages=[])
+    assert agent.run(messages=[], doc="text")["exit_reason"] == "text"
+    optional = create_agent(ScriptedChatModel(["x"]), [], required_variables=None,
+                            user_prompt='{% message role="user" %}{{ doc }}!{% endmessage %}')
+    assert optional.run(messages=[])["messages"][0].text == "!"
