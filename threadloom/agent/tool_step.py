@@ -131,9 +131,9 @@ class ToolStep:
         chosen = [t for n, t in pool.items() if names is None or n in names]
         errors = self.node.handle_tool_errors
         if opts.extra_tools or names is None:  # names is None only with extra tools
-            node = ToolNode(chosen, handle_tool_errors=errors)
-            node.state_keys = self.node.state_keys
-            return node
+            fresh = ToolNode(chosen, handle_tool_errors=errors)
+            fresh.state_keys = self.node.state_keys
+            return fresh
         key = tuple(sorted(names))
         node = self._subsets.get(key)
         if node is None:

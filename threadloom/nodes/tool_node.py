@@ -24,7 +24,8 @@ from threadloom.messages import (
     parse_tool_args,
 )
 from threadloom.messages.build import construct_complete
-from threadloom.tools import InjectedState, Tool, format_tool_output, tool
+from threadloom.tools import Tool, format_tool_output, tool
+from threadloom.tools.markers import state_update_of
 from threadloom.types import END, Command
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
@@ -352,26 +353,6 @@ class ToolNode:
             text = f"Tool {name!r} updated the state (keys: {keys})."
             found = [ToolMessage(content=text, tool_call_id=call_id, name=name)]
         return found, Command(update=update or None, goto=command.goto, graph=command.graph)
-
-
-def state_update_of(value: dict[Any, Any], selected: Tool | None,
-                    state_keys: frozenset[str]) -> Command | None:
-    """A tool's dict result as a state update, or None when it is data.
-
-    The rule (the LangChain agents guide's shopping cart): a tool that reads the state
-    (a parameter marked ``InjectedState``) and returns a non-empty dict whose keys are
-    all state keys updates the state with it, as if it had returned
-    ``Command(update=value)``. Any other dict is data, sent to the model as JSON.
-    Only a ``ToolNode`` given ``state_keys`` (the agent's) applies it; a plain
-    ``ToolNode`` keeps LangGraph's behaviour (JSON text).
-    """
-    if not value or selected is None or not all(
-            type(k) is str and k in state_keys for k in value):
-        return None
-    if not any(isinstance(m, InjectedState) or m is InjectedState
-               for m in selected.injected_params.values()):
-        return None
-    return Command(update=dict(value))
 
 
 def _is_blocks(value: list[Any]) -> bool:
