@@ -143,3 +143,77 @@ def test_required_variables_default_is_every_variable() -> None:
     optional = create_agent(ScriptedChatModel(["x"]), [], required_variables=None,
                             user_prompt='{% message role="user" %}{{ doc }}!{% endmessage %}')
     assert optional.run(messages=[])["messages"][0].text == "!"
+
+
+def _stop(state: Any) -> None:
+    state.set("stop_run", "budget_exceeded")
+
+
+@tool
+def final_answer(answer: str) -> str:
+    """Give the final answer."""
+    return answer
+
+
+class Log:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def hook(self, name: str) -> Any:
+        def record(state: Any) -> None:
+            self.seen.append(name)
+        return record
+
+
+def test_before_llm_stop_skips_the_model_call_and_on_exit_but_not_after_run() -> None:
+    log = Log()
+    model = ScriptedChatModel([_call("f", x=1)])
+    agent = create_agent(model, [f], hooks={"before_llm": [_stop, log.hook("later")],
+                                            "on_exit": [log.hook("on_exit")],
+                                            "after_run": [log.hook("after_run")]})
+    out = agent.run(messages="hi")
+    assert out["exit_reason"] == "budget_exceeded" and out["step_count"] == 0
+    assert model.calls == [] and log.seen == ["later", "after_run"]
+
+
+@pytest.mark.parametrize("point", ["after_llm", "before_tool", "after_tool"])
+def test_mid_step_stop_runs_this_steps_tools_then_stops_before_the_next_call(point: str) -> None:
+    log = Log()
+    model = ScriptedChatModel([_call("f", x=1), "never"])
+    agent = create_agent(model, [f], hooks={point: [_stop], "on_exit": [log.hook("on_exit")]})
+    out = agent.run(messages="hi")
+    assert out["exit_reason"] == "budget_exceeded" and len(model.calls) == 1
+    assert out["tool_call_counts"]["f"] == 1 and out["last_message"].type == "tool"
+    assert log.seen == [] and "stop_run" not in out
+
+
+@pytest.mark.parametrize("point", ["after_tool", "on_exit"])
+def test_a_natural_exit_in_the_same_step_keeps_its_reason(point: str) -> None:
+    model = ScriptedChatModel([_call("final_answer", answer="a")])
+    agent = create_agent(model, [final_answer], exit_conditions=["final_answer"],
+                         hooks={point: [_stop]})
+    assert agent.run(messages="q")["exit_reason"] == "final_answer"
+
+
+def test_stop_after_on_exit_continues_is_the_reason() -> None:
+    def go_on(state: Any) -> None:
+        state.set("messages", [AIMessage(content="keep going")])
+        state.set("continue_run", True)
+
+    model = ScriptedChatModel([_call("final_answer", answer="a"), "never"])
+    agent = create_agent(model, [final_answer], exit_conditions=["final_answer"],
+                         hooks={"after_tool": [_stop], "on_exit": [go_on]})
+    out = agent.run(messages="q")
+    assert out["exit_reason"] == "budget_exceeded" and len(model.calls) == 1
+    assert out["last_message"].text == "keep going"
+
+
+def test_max_agent_steps_on_the_last_step_wins_over_a_stop() -> None:
+    model = ScriptedChatModel([_call("f", x=1)])
+    agent = create_agent(model, [f], max_agent_steps=1, hooks={"after_tool": [_stop]})
+    assert agent.run(messages="hi")["exit_reason"] == "max_agent_steps"
+
+
+def test_stop_set_by_an_after_run_hook_is_ignored() -> None:
+    agent = create_agent(ScriptedChatModel(["done"]), [], hooks={"after_run": [_stop]})
+    assert agent.run(messages="hi")["exit_reason"] == "text"

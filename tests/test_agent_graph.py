@@ -77,13 +77,13 @@ def test_tools_route_to_exit_check_when_the_steps_run_out() -> None:
     assert out["exit_reason"] == "max_agent_steps" and out["step_count"] == 2
 
 
-def test_tools_route_to_exit_check_when_an_after_tool_hook_stops() -> None:
+def test_an_after_tool_stop_ends_the_run_at_the_next_model_node() -> None:
     def stop(state: Any) -> None:
         state.set("stop_run", "enough")
 
-    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
-                         hooks={"after_tool": [stop]})
-    assert _node_order(agent) == ["before_run", "model", "tools", "exit_check", "after_run"]
+    model = ScriptedChatModel(counting_script)
+    agent = create_agent(model, tools=[bump], hooks={"after_tool": [stop]})
+    assert _node_order(agent) == ["before_run", "model", "tools", "model", "after_run"]
     assert agent.invoke({"messages": [("user", "go")]})["exit_reason"] == "enough"
 
 

@@ -124,8 +124,7 @@ class AgentNodes:
     @staticmethod
     def _jump(control: Control, update: dict[str, Any]) -> str | None:
         if control.stop_run is not None:
-            update["exit_reason"] = control.stop_run
-            return "end"
+            update["stop_run"] = control.stop_run  # the model node ends the run
         if control.jump_to == "end":
             update["exit_reason"] = JUMP_END
         return control.jump_to
@@ -147,23 +146,32 @@ class AgentNodes:
     async def exit_check(self, state: dict[str, Any]) -> dict[str, Any]:
         """Decide: end the run (with its ``exit_reason``) or call the model again."""
         messages = state["messages"]
-        reason = state.get("stop_run")
+        pending = state.get("exit_reason")  # a run-time return_direct tool's (tool_step)
+        reason = pending
         if reason is None:
             if self.strategy is not None and state.get("structured_response") is not None:
                 reason = STRUCTURED_EXIT
             else:
                 reason = last_exit(messages, self.rules)
         update: dict[str, Any] = {}
+        stop = state.get("stop_run")  # a natural exit in the same step wins over it
         if reason is not None and self.hooks.has("on_exit"):
-            reason, update = await self._on_exit(state, reason)
+            reason, update, asked = await self._on_exit(state, reason)
+            stop = asked if asked is not None else stop
         if reason is None:
             if (state.get("step_count") or 0) + update.get("step_count", 0) < self.rules.max_steps:
+                if pending is not None:
+                    update["exit_reason"] = None
+                if stop is not None:
+                    update["stop_run"] = stop  # the next model call will not happen
                 return update
             reason = MAX_STEPS
         update["exit_reason"] = reason
         return update
 
-    async def _on_exit(self, state: dict[str, Any], reason: Any) -> tuple[Any, dict[str, Any]]:
+    async def _on_exit(self, state: dict[str, Any], reason: Any
+                       ) -> tuple[Any, dict[str, Any], Any]:
+        """Run ``on_exit`` hooks: ``(reason or None to go on, writes, stop_run asked)``."""
         values = {**state, "exit_reason": reason}
         update, control, messages, _ = await self.hooks.run(
             "on_exit", values, state["messages"], run_options().hook_context)
@@ -171,9 +179,7 @@ class AgentNodes:
         reason = update.pop("exit_reason", reason)
         if control.continue_run or control.jump_to == "model":
             reason = None
-        if control.stop_run is not None:
-            reason = control.stop_run
-        return reason, update
+        return reason, update, control.stop_run
 
     # -- after_run --------------------------------------------------------------------------
 

@@ -157,7 +157,7 @@ class ToolStep:
         if (ai is None or ai.type != "ai" or len(ai.tool_calls) != 1 or ai.invalid_tool_calls
                 or self.wrappers or self.structured is not None
                 or opts.tool_names is not None or opts.extra_tools
-                or hooks["before_tool"] or hooks["after_tool"]
+                or hooks["before_tool"] or hooks["after_tool"] or state.get("stop_run") is not None
                 or ai.tool_calls[0]["name"] not in self.node.tools_by_name):
             return await self(nodes, state, opts)
         call = ai.tool_calls[0]
@@ -218,10 +218,12 @@ class ToolStep:
             target = _target(control, update)
             if target not in (None, "tools"):
                 messages = answer_pending(messages, _why(control))
-        if target is None and opts.extra_tools and "stop_run" not in update:
+        if target is None and opts.extra_tools:
             reason = runtime_exit(opts.extra_tools, nodes.rules, messages)
             if reason is not None:
-                update["stop_run"] = reason  # exit_check ends the run with the tool's name
+                update["exit_reason"] = reason  # exit_check ends the run with the tool's name
+        if "stop_run" not in update and state.get("stop_run") is not None:
+            update["stop_run"] = state["stop_run"]  # carried to the next model call
         update["messages"] = messages_update(stored, messages)
         result: Any = update if target in (None, "exit_check") else jump(update, target)
         return [result, *commands] if commands else result
@@ -338,10 +340,10 @@ def _vetoed(messages: Sequence[BaseMessage]) -> bool:
 
 
 def _target(control: Any, update: dict[str, Any]) -> str | None:
-    """Where hooks send the run: None (stay), ``"exit_check"`` (stop_run), or a jump."""
+    """Where hooks send the run: None (stay) or a jump. A ``stop_run`` is written for the
+    next model call, which it cancels (Haystack: the tools of this step still run)."""
     if control.stop_run is not None:
         update["stop_run"] = control.stop_run
-        return "exit_check"
     if control.jump_to == "end":
         update["exit_reason"] = JUMP_END
     return control.jump_to
