@@ -217,3 +217,35 @@ def test_max_agent_steps_on_the_last_step_wins_over_a_stop() -> None:
 def test_stop_set_by_an_after_run_hook_is_ignored() -> None:
     agent = create_agent(ScriptedChatModel(["done"]), [], hooks={"after_run": [_stop]})
     assert agent.run(messages="hi")["exit_reason"] == "text"
+
+
+def test_hooks_read_the_offered_tools_the_hook_context_and_zero_counts() -> None:
+    seen: list[Any] = []
+
+    def look(state: Any) -> None:
+        seen.append((state.get("tools"), state.data.get("hook_context"),
+                     dict(state.get("tool_call_counts"))))
+
+    @tool
+    def g(x: int) -> int:
+        """Echo x."""
+        return x
+
+    model = ScriptedChatModel([_call("f", x=1), "done"])
+    agent = create_agent(model, [f, g], hooks={"before_llm": [look], "after_tool": [look]})
+    out = agent.run(messages="hi", hook_context={"ws": "conn"})
+    assert [[t.name for t in tools] for tools, _, _ in seen] == [["f", "g"]] * 3
+    assert all(ctx == {"ws": "conn"} for _, ctx, _ in seen)
+    assert [counts for _, _, counts in seen] == [{"f": 0, "g": 0}, {"f": 1, "g": 0},
+                                                 {"f": 1, "g": 0}]
+    assert out["tool_call_counts"] == {"f": 1, "g": 0}
+    assert "tools" not in out and "hook_context" not in out
+
+
+def test_run_time_tool_subset_is_what_hooks_see() -> None:
+    seen: list[Any] = []
+    agent = create_agent(ScriptedChatModel(["x"]), [f, final_answer],
+                         hooks={"before_llm": [lambda s: seen.append(
+                             [t.name for t in s.get("tools")])]})
+    agent.run(messages="hi", tools=["f"])
+    assert seen == [["f"]]

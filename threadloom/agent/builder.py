@@ -21,7 +21,7 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
-from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, build_schemas, hook_schema
+from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, hook_schema
 from threadloom.agent.exit import (
     after_before_run,
     after_exit_check,
@@ -33,6 +33,7 @@ from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
+from threadloom.agent.schemas import build_schemas
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
 from threadloom.engine.compiled import CompiledGraph

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.agent.agent_state import Control, HookBridge, messages_update
+from threadloom.agent.agent_state import Control, HookBridge, add_delta, messages_update
 from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exit
 from threadloom.agent.hooks import run_hooks
 from threadloom.agent.requests import Prompts, answer_pending, run_options
@@ -40,6 +40,7 @@ class HookRunner:
     def __init__(self, hooks: dict[str, list[Any]], bridge: HookBridge) -> None:
         self.hooks = hooks
         self.bridge = bridge
+        self.tools_of: Any = None  # state -> the tools offered this step (set by AgentNodes)
 
     def has(self, point: str) -> bool:
         """Whether any hook is configured for ``point``."""
@@ -48,8 +49,21 @@ class HookRunner:
     async def run(
         self, point: str, values: dict[str, Any], messages: list[BaseMessage], context: Any
     ) -> tuple[dict[str, Any], Control, list[BaseMessage], dict[str, Any]]:
-        """Run ``point``'s hooks: ``(writes without messages, control, messages, data)``."""
+        """Run ``point``'s hooks: ``(writes without messages, control, messages, data)``.
+
+        As Haystack's, the ``State`` also holds ``tools`` (the tools offered this step),
+        ``hook_context`` (the run's) and a 0 in ``tool_call_counts`` for every offered
+        tool not called yet; none of these is written back.
+        """
         state = self.bridge.make(values, messages)
+        data = state.data
+        tools = self.tools_of(values) if self.tools_of is not None else []
+        data["tools"] = tools
+        if context is not None:
+            data["hook_context"] = context
+        counts = data.get("tool_call_counts") or {}
+        if any(t.name not in counts for t in tools):
+            data["tool_call_counts"] = {**{t.name: 0 for t in tools}, **counts}
         await run_hooks(point, self.hooks[point], state, context)
         update, control = self.bridge.updates(state, values)
         return update, control, state.get("messages"), state.data
@@ -76,10 +90,16 @@ class AgentNodes:
         self.tool_step = tool_step
         model_step.nodes = tool_step.nodes = self
         self.hooks = hooks
+        hooks.tools_of = self.offered_tools
         self.rules = rules
         self.prompts = prompts
         self.strategy = strategy
         self.defaults = defaults
+
+    def offered_tools(self, state: dict[str, Any]) -> list[Any]:
+        """The ``Tool`` objects offered to the model in this run's steps."""
+        return [t for t in self.model_step.offered(state, run_options())
+                if not isinstance(t, dict)]
 
     def node_functions(self) -> dict[str, Any]:
         """The graph's node callables by name (``model`` and ``tools`` are the steps' own
@@ -193,6 +213,10 @@ class AgentNodes:
             update["messages"] = messages_update(state["messages"], messages)
         if messages:
             update["last_message"] = messages[-1]
+        counts = state.get("tool_call_counts") or {}
+        zeros = {t.name: 0 for t in self.offered_tools(state) if t.name not in counts}
+        if zeros:  # Haystack lists every tool, called or not
+            add_delta(update, "tool_call_counts", zeros)
         return update
 
 

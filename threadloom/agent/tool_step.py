@@ -27,7 +27,12 @@ from dataclasses import replace
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
-from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update
+from threadloom.agent.agent_state import (
+    add_delta,
+    merge_hook_changes,
+    messages_update,
+    sum_counts,
+)
 from threadloom.agent.exit import JUMP_END, ExitRules, jump, tools_exit
 from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
@@ -212,6 +217,9 @@ class ToolStep:
         target = "tools" if again else None
         if not again and nodes.hooks.has("after_tool"):
             values = {**view, **{k: v for k, v in update.items() if k == "structured_response"}}
+            if "tool_call_counts" in update:  # hooks see this step's calls counted (Haystack)
+                values["tool_call_counts"] = sum_counts(view.get("tool_call_counts"),
+                                                        update["tool_call_counts"])
             changes, control, messages, _ = await nodes.hooks.run(
                 "after_tool", values, messages, opts.hook_context)
             merge_hook_changes(update, changes)
