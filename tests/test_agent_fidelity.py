@@ -249,3 +249,60 @@ def test_run_time_tool_subset_is_what_hooks_see() -> None:
                              [t.name for t in s.get("tools")])]})
     agent.run(messages="hi", tools=["f"])
     assert seen == [["f"]]
+
+
+@pytest.mark.parametrize("key", ["structured_response", "step_count", "last_message"])
+def test_agent_owned_keys_are_refused_as_input_and_in_state_schema(key: str) -> None:
+    agent = create_agent(ScriptedChatModel(["x"]), [])
+    with pytest.raises(ValueError, match=key):
+        agent.invoke({"messages": ["hi"], key: 5})
+    with pytest.raises(ValueError, match=key):
+        create_agent(ScriptedChatModel(["x"]), [], state_schema={key: {"type": int}})
+
+
+def test_state_refuses_invalid_schemas_and_skips_keys() -> None:
+    from threadloom import State
+    with pytest.raises(ValueError, match="messages"):
+        State({"messages": {"type": list[str]}})
+    with pytest.raises(ValueError, match="Python type"):
+        State({"x": {"type": "str"}})
+    with pytest.raises(ValueError, match="not found in schema"):
+        State({}).set("any_key", 1)
+    state = State({"n": {"type": int}, "k": {"type": str}}, {"n": 1, "k": "a"})
+    assert set(state.to_dict(skip_keys=["n"])["schema"]) == {"k", "messages"}
+    assert state.to_dict(skip_keys=["n"])["data"] == {"k": "a"}
+
+
+def test_hook_objects_and_the_haystack_lifecycle_names() -> None:
+    import asyncio
+
+    class Counter:
+        def __init__(self) -> None:
+            self.ran = self.warmed = self.warmed_async = self.closed = 0
+
+        def run(self, state: Any) -> None:
+            self.ran += 1
+
+        def warm_up(self) -> None:
+            self.warmed += 1
+
+        async def warm_up_async(self) -> None:
+            self.warmed_async += 1
+
+        def close(self) -> None:
+            self.closed += 1
+
+    h = Counter()
+    agent = create_agent(ScriptedChatModel(["a", "b"]), [f],
+                         hooks={"before_llm": [h], "on_exit": [h]})
+    agent.warm_up()
+    assert h.warmed == 1  # one object under two points is warmed once
+    agent.run(messages="hi")
+    assert h.warmed == 2 and h.ran == 2  # run() warms up first, as Haystack's
+    assert asyncio.run(agent.run_async(messages="hi"))["exit_reason"] == "text"
+    assert h.warmed_async == 1
+    asyncio.run(agent.close_async())
+    assert h.closed == 1
+    assert agent.exit_conditions == ["text"] and agent.max_agent_steps == 100
+    with pytest.raises(TypeError, match="callable 'run'"):
+        create_agent(ScriptedChatModel(["x"]), [], hooks={"before_llm": [object()]})

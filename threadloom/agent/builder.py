@@ -17,7 +17,6 @@ time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ from threadloom.agent.exit import (
     tools_route,
 )
 from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
+from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
@@ -177,9 +177,13 @@ def _hooks(hooks: Any, middleware: Sequence[Any] | None) -> tuple[dict[str, list
 
 
 _RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})
+_OWNED = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reason", "last_message",
+                    "structured_response", "continue_run", "stop_run", "jump_to",
+                    "context_tokens"})
+"""Keys the agent writes during a run; a run's input may not set them."""
 
 
-class Agent(CompiledGraph):
+class Agent(AgentLifecycle, CompiledGraph):
     """A compiled agent graph (nodes ``before_run``, ``model``, ``tools``, ``exit_check``,
     ``after_run``); everything a ``CompiledGraph`` does, plus the agent conveniences.
 
@@ -213,6 +217,10 @@ class Agent(CompiledGraph):
     # -- running ----------------------------------------------------------------------------
 
     def _prepare(self, input: Any, options: dict[str, Any]) -> tuple[Any, RunOptions]:
+        if isinstance(input, Mapping) and not _OWNED.isdisjoint(input):
+            raise ValueError(
+                f"input keys {sorted(_OWNED.intersection(input))} belong to the agent, which "
+                "sets them during the run (as Haystack's reserved state keys); leave them out")
         context = options.pop("context", None)
         if isinstance(context, RunOptions):
             return input, context
@@ -306,12 +314,16 @@ class Agent(CompiledGraph):
             ``tool_call_counts``, ``exit_reason`` (+ ``structured_response``, user keys).
         """
         input, config, options = self._run_args(messages, kwargs)
+        self.warm_up()  # as Haystack's Agent.run
         return self.invoke(input, config, **options)
 
     async def arun(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
-        """Async ``run``."""
+        """Async ``run`` (also spelled ``run_async``, as Haystack's)."""
         input, config, options = self._run_args(messages, kwargs)
+        await self.warm_up_async()
         return await self.ainvoke(input, config, **options)
+
+    run_async = arun
 
     def _run_args(self, messages: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any,
                                                                          dict[str, Any]]:
@@ -320,39 +332,28 @@ class Agent(CompiledGraph):
         input = {"messages": [] if messages is None else messages, **kwargs}
         return input, config, options
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def warm_up(self) -> None:
-        """Call ``warm_up()`` on the model and tools that have one (Haystack's lifecycle)."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "warm_up", None)
-            if callable(method):
-                method()
-
-    async def awarm_up(self) -> None:
-        """Async ``warm_up`` (``awarm_up()`` where an object has it)."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "awarm_up", None) or getattr(obj, "warm_up", None)
-            result = method() if callable(method) else None
-            if inspect.isawaitable(result):
-                await result
-
-    def close(self) -> None:
-        """Call ``close()`` on the model and tools that have one."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "close", None)
-            if callable(method):
-                method()
-
-    async def aclose(self) -> None:
-        """Async ``close`` (``aclose()`` where an object has it)."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "aclose", None) or getattr(obj, "close", None)
-            result = method() if callable(method) else None
-            if inspect.isawaitable(result):
-                await result
-
     # -- configuration ----------------------------------------------------------------------
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The ``system_prompt`` template (Haystack's ``Agent.system_prompt``)."""
+        return self.config.get("system_prompt")  # type: ignore[no-any-return]
+
+    @property
+    def user_prompt(self) -> str | None:
+        """The ``user_prompt`` template."""
+        return self.config.get("user_prompt")  # type: ignore[no-any-return]
+
+    @property
+    def exit_conditions(self) -> list[str]:
+        """The exit conditions (default ``["text"]``)."""
+        return list(self.agent_nodes.rules.names)
+
+    @property
+    def max_agent_steps(self) -> int:
+        """The most model calls per run."""
+        return self.agent_nodes.rules.max_steps
+
 
     def clone(self, **overrides: Any) -> Agent:
         """A new agent from the same ``create_agent`` arguments, with ``overrides`` applied.
