@@ -306,3 +306,27 @@ def test_hook_objects_and_the_haystack_lifecycle_names() -> None:
     assert agent.exit_conditions == ["text"] and agent.max_agent_steps == 100
     with pytest.raises(TypeError, match="callable 'run'"):
         create_agent(ScriptedChatModel(["x"]), [], hooks={"before_llm": [object()]})
+
+
+def test_create_agent_streaming_callback_gets_every_chunk_and_tool_results() -> None:
+    from threadloom import AIMessageChunk
+
+    got: list[Any] = []
+    model = ScriptedChatModel([_call("f", x=7), "The answer is seven."])
+    agent = create_agent(model, [f], streaming_callback=got.append)
+    out = agent.run(messages="hi")
+    assert got and all(isinstance(c, AIMessageChunk) for c in got)
+    assert "".join(c.text for c in got) == out["last_message"].text
+    got.clear()
+    model = ScriptedChatModel([_call("f", x=7), "ok"])
+    agent = create_agent(model, [f], streaming_callback=got.append,
+                         enable_streaming_callback_passthrough=True)
+    agent.run(messages="hi")
+    tool_results = [c for c in got if isinstance(c, ToolMessage)]
+    assert [m.text for m in tool_results] == ["7"]
+    run_time: list[Any] = []
+    model = ScriptedChatModel(["ok"])
+    agent = create_agent(model, [], streaming_callback=got.append)
+    got.clear()
+    agent.run(messages="hi", streaming_callback=run_time.append)
+    assert run_time and not got  # the run's own callback wins

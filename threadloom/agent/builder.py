@@ -63,6 +63,9 @@ def create_agent(
     handle_tool_errors: Any = True,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
+    streaming_callback: Callable[[Any], Any] | None = None,
+    enable_streaming_callback_passthrough: bool = False,
+    busy_timeout: float | None = None,
 ) -> Agent:
     """Build a tool-calling agent (LangChain's ``create_agent`` + Haystack's ``Agent``).
 
@@ -93,6 +96,13 @@ def create_agent(
         handle_tool_errors: as ``ToolNode``'s (default: a tool's exception becomes an
             error tool message).
         interrupt_before / interrupt_after: agent node names to pause around.
+        streaming_callback: called with every ``AIMessageChunk`` of every model call of
+            every run (Haystack's ``Agent(streaming_callback=...)``); a run's own
+            ``streaming_callback=`` wins. Sync or async.
+        enable_streaming_callback_passthrough: the callback also gets each tool result
+            (a ``ToolMessage``) as the tools finish.
+        busy_timeout: seconds a run on a thread that another run holds waits for it to
+            finish before ``ThreadBusyError`` (default: fail at once).
 
     Returns:
         An ``Agent`` (a ``CompiledGraph``).
@@ -146,6 +156,7 @@ def create_agent(
     builder.add_conditional_edges("exit_check", after_exit_check, ["model", "after_run"])
     builder.add_edge("after_run", END)
     return Agent(builder, settings=settings, nodes=nodes, checkpointer=checkpointer,
+                 busy_timeout=busy_timeout,
                  interrupt_before=interrupt_before, interrupt_after=interrupt_after,
                  name=name or "agent")
 
@@ -201,14 +212,16 @@ class Agent(AgentLifecycle, CompiledGraph):
 
     def __init__(self, builder: StateGraph, *, settings: dict[str, Any], nodes: AgentNodes,
                  checkpointer: Any, interrupt_before: Sequence[str] | None,
-                 interrupt_after: Sequence[str] | None, name: str) -> None:
+                 interrupt_after: Sequence[str] | None, name: str,
+                 busy_timeout: float | None = None) -> None:
         from threadloom.engine.analysis import validate
 
         before, after = list(interrupt_before or ()), list(interrupt_after or ())
         validate(builder, before + after)
         builder.compiled = True
         super().__init__(builder, checkpointer=checkpointer, interrupt_before=frozenset(before),
-                         interrupt_after=frozenset(after), durability="sync", name=name)
+                         interrupt_after=frozenset(after), durability="sync", name=name,
+                         busy_timeout=busy_timeout or 0.0)
         self.config = settings
         self.agent_nodes = nodes
         self.model = nodes.model_step.model
@@ -224,9 +237,13 @@ class Agent(AgentLifecycle, CompiledGraph):
         context = options.pop("context", None)
         if isinstance(context, RunOptions):
             return input, context
+        callback = self.config.get("streaming_callback")
+        passthrough = bool(self.config.get("enable_streaming_callback_passthrough"))
         if type(input) is dict and _RUN_OPTIONS.isdisjoint(input) and _RUN_OPTIONS.isdisjoint(
                 options):  # the usual call: no run-time options anywhere
-            return dict(input), RunOptions(user_context=context, trace=tracing_active())
+            return dict(input), RunOptions(
+                user_context=context, trace=tracing_active(), streaming_callback=callback,
+                tool_results=passthrough and callback is not None)
         picked = {key: options.pop(key, None) for key in (
             "hook_context", "generation_kwargs", "streaming_callback", "tools")}
         if isinstance(input, Mapping):
@@ -241,9 +258,11 @@ class Agent(AgentLifecycle, CompiledGraph):
         names = None
         if picked["tools"] is not None:
             names, extra = self._run_tools(picked["tools"])
+        callback = picked["streaming_callback"] or callback
         return input, RunOptions(
             hook_context=picked["hook_context"], generation_kwargs=picked["generation_kwargs"],
-            streaming_callback=picked["streaming_callback"], extra_tools=extra,
+            streaming_callback=callback, tool_results=passthrough and callback is not None,
+            extra_tools=extra,
             user_context=context, tool_names=names, trace=tracing_active())
 
     def _run_tools(self, tools: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
@@ -333,27 +352,6 @@ class Agent(AgentLifecycle, CompiledGraph):
         return input, config, options
 
     # -- configuration ----------------------------------------------------------------------
-
-    @property
-    def system_prompt(self) -> str | None:
-        """The ``system_prompt`` template (Haystack's ``Agent.system_prompt``)."""
-        return self.config.get("system_prompt")  # type: ignore[no-any-return]
-
-    @property
-    def user_prompt(self) -> str | None:
-        """The ``user_prompt`` template."""
-        return self.config.get("user_prompt")  # type: ignore[no-any-return]
-
-    @property
-    def exit_conditions(self) -> list[str]:
-        """The exit conditions (default ``["text"]``)."""
-        return list(self.agent_nodes.rules.names)
-
-    @property
-    def max_agent_steps(self) -> int:
-        """The most model calls per run."""
-        return self.agent_nodes.rules.max_steps
-
 
     def clone(self, **overrides: Any) -> Agent:
         """A new agent from the same ``create_agent`` arguments, with ``overrides`` applied.

@@ -34,6 +34,7 @@ class RunOptions:
         hook_context: handed to hooks taking ``(state, context)``.
         generation_kwargs: merged over the agent's (run-time keys win).
         streaming_callback: called with each ``AIMessageChunk`` of every model call.
+        tool_results: the callback also gets each tool result (a ``ToolMessage``).
         extra_tools: ``Tool`` objects given at run time beyond the configured ones.
         tool_names: names of the tools offered in this run (None: all configured ones).
         trace: OpenTelemetry spans are recorded (checked once per run).
@@ -43,6 +44,7 @@ class RunOptions:
     hook_context: Any = None
     generation_kwargs: dict[str, Any] | None = None
     streaming_callback: Callable[[Any], Any] | None = None
+    tool_results: bool = False
     extra_tools: tuple[Any, ...] = ()
     user_context: Any = None
     tool_names: tuple[str, ...] | None = None

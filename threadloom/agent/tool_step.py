@@ -22,6 +22,7 @@ resume never runs a finished tool twice (case H04).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from operator import is_
@@ -161,7 +162,7 @@ class ToolStep:
         hooks = nodes.hooks.hooks  # HookRunner.has(point) is bool(hooks[point])
         if (ai is None or ai.type != "ai" or len(ai.tool_calls) != 1 or ai.invalid_tool_calls
                 or self.wrappers or self.structured is not None
-                or opts.tool_names is not None or opts.extra_tools
+                or opts.tool_names is not None or opts.extra_tools or opts.tool_results
                 or hooks["before_tool"] or hooks["after_tool"] or state.get("stop_run") is not None
                 or ai.tool_calls[0]["name"] not in self.node.tools_by_name):
             return await self(nodes, state, opts)
@@ -213,6 +214,11 @@ class ToolStep:
             done = answered(messages, index)
         pending = [c for c in ai.tool_calls if c.get("id") not in done]
         results, commands, again = await self._run(toolset, ai, pending, view, update, opts)
+        if opts.tool_results and opts.streaming_callback is not None:
+            for message in results:  # Haystack's ToolInvoker streams each tool result
+                sent = opts.streaming_callback(message)
+                if inspect.isawaitable(sent):
+                    await sent
         messages = in_call_order([*messages, *results], index)
         target = "tools" if again else None
         if not again and nodes.hooks.has("after_tool"):
