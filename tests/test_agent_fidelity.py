@@ -330,3 +330,20 @@ def test_create_agent_streaming_callback_gets_every_chunk_and_tool_results() -> 
     got.clear()
     agent.run(messages="hi", streaming_callback=run_time.append)
     assert run_time and not got  # the run's own callback wins
+
+
+class _NoToolsModel:
+    async def ainvoke(self, messages: Any) -> AIMessage:
+        return AIMessage("hi")
+
+
+@pytest.mark.parametrize(("args", "kwargs", "words"), [
+    ((42,), {}, ["model", "42", "ainvoke"]),
+    ((ScriptedChatModel(["x"]), [5]), {}, ["tools[0]", "5", "int"]),
+    ((_NoToolsModel(), [f]), {}, ["model", "'tools'", "['f']"]),
+    ((_NoToolsModel(), []), {}, ["model", "'tools'", "ainvoke"]),
+])
+def test_build_time_errors_name_the_argument(args: Any, kwargs: Any, words: list[str]) -> None:
+    with pytest.raises(TypeError) as caught:
+        create_agent(*args, **kwargs)
+    assert all(w in str(caught.value) for w in words), str(caught.value)

@@ -29,7 +29,7 @@ from threadloom.agent.exit import (
     tools_route,
 )
 from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
-from threadloom.agent.lifecycle import AgentLifecycle
+from threadloom.agent.lifecycle import AgentLifecycle, check_model, takes_tools
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
@@ -119,7 +119,15 @@ def create_agent(
         from threadloom.models import init_chat_model
 
         model = init_chat_model(model)
+    check_model(model)
     tool_list = _tools(tools)
+    if not takes_tools(model):
+        raise TypeError(
+            f"create_agent(model=...): {type(model).__name__}.ainvoke takes no 'tools' "
+            f"parameter (tools={[t.name for t in tool_list]}); the agent calls "
+            "ainvoke(messages, tools=..., tool_choice=..., response_format=..., **settings): "
+            "use a chat model (ScriptedChatModel, OpenAIChatModel, a subclass of "
+            "threadloom.models.BaseChatModel)")
     if tool_list and not getattr(model, "supports_tools", True):
         raise TypeError(
             f"model {model!r} cannot take tools (supports_tools is False) but "
@@ -166,6 +174,11 @@ def _tools(tools: Sequence[Any] | None) -> list[Tool]:
         return []
     if isinstance(tools, Tool) or callable(tools):
         raise TypeError("tools must be a list of tools or functions")
+    for index, item in enumerate(tools):
+        if not isinstance(item, Tool) and not callable(item):
+            raise TypeError(f"create_agent(tools=...): tools[{index}] is {item!r} "
+                            f"({type(item).__name__}); expected a Tool, a @tool function or "
+                            "a plain function")
     out = [t if isinstance(t, Tool) else tool(t) for t in tools]
     names = [t.name for t in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
