@@ -99,7 +99,7 @@ def takes_tools(model: Any) -> bool:
     (a parameter named so, or ``**kwargs``), as Haystack checks its generator's ``run``."""
     method = getattr(model, "ainvoke", None)
     try:
-        params = inspect.signature(method).parameters.values()
+        params = inspect.signature(method)  # type: ignore[arg-type].parameters.values()
     except (TypeError, ValueError):
         return True  # cannot tell: let the first call say
     return any(p.name == "tools" or p.kind is p.VAR_KEYWORD for p in params)
