@@ -97,9 +97,9 @@ def check_model(model: Any) -> None:
 def takes_tools(model: Any) -> bool:
     """Whether the model's ``ainvoke`` accepts a ``tools`` argument
     (a parameter named so, or ``**kwargs``), as Haystack checks its generator's ``run``."""
-    method = getattr(model, "ainvoke", None)
+    method: Any = getattr(model, "ainvoke", None)
     try:
-        params = inspect.signature(method)  # type: ignore[arg-type].parameters.values()
+        params = inspect.signature(method).parameters.values()
     except (TypeError, ValueError):
         return True  # cannot tell: let the first call say
     return any(p.name == "tools" or p.kind is p.VAR_KEYWORD for p in params)
