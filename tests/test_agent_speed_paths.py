@@ -159,7 +159,7 @@ def test_an_aimessage_reply_is_built_as_the_general_path_builds_it(reply: AIMess
                                                                            "text": "abc"}])]
     model = ScriptedChatModel([reply], name="n")
     fast = model.invoke(msgs)
-    general = model._finish(model._assemble(msgs, model._normalise(reply, 0)), None)
+    general = model._finish(model._assemble(msgs, model._normalise(reply, 0, msgs)), None)
     a, b = fast.model_dump(), general.model_dump()
     if not reply.id:
         assert a.pop("id").startswith("msg_") and b.pop("id").startswith("msg_")

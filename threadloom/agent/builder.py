@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, hook_schema
+from threadloom.agent.arguments import check_model, hooks_of, takes_tools, tools_of
 from threadloom.agent.exit import (
     after_before_run,
     after_exit_check,
@@ -28,8 +29,7 @@ from threadloom.agent.exit import (
     make_rules,
     tools_route,
 )
-from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
-from threadloom.agent.lifecycle import AgentLifecycle, check_model, takes_tools
+from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
@@ -120,7 +120,7 @@ def create_agent(
 
         model = init_chat_model(model)
     check_model(model)
-    tool_list = _tools(tools)
+    tool_list = tools_of(tools)
     if not takes_tools(model):
         raise TypeError(
             f"create_agent(model=...): {type(model).__name__}.ainvoke takes no 'tools' "
@@ -139,7 +139,7 @@ def create_agent(
     prompts = Prompts(system_prompt, user_prompt, required_variables)
     schemas = build_schemas(state_schema, sorted(prompts.variables), strategy,
                             [getattr(m, "state_schema", None) for m in middleware or ()])
-    hook_map, model_wrappers, tool_wrappers = _hooks(hooks, middleware)
+    hook_map, model_wrappers, tool_wrappers = hooks_of(hooks, middleware)
     bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),
                         schemas.reduced)
     tool_node = ToolNode(tool_list, handle_tool_errors=handle_tool_errors)
@@ -167,37 +167,6 @@ def create_agent(
                  busy_timeout=busy_timeout,
                  interrupt_before=interrupt_before, interrupt_after=interrupt_after,
                  name=name or "agent")
-
-
-def _tools(tools: Sequence[Any] | None) -> list[Tool]:
-    if tools is None:
-        return []
-    if isinstance(tools, Tool) or callable(tools):
-        raise TypeError("tools must be a list of tools or functions")
-    for index, item in enumerate(tools):
-        if not isinstance(item, Tool) and not callable(item):
-            raise TypeError(f"create_agent(tools=...): tools[{index}] is {item!r} "
-                            f"({type(item).__name__}); expected a Tool, a @tool function or "
-                            "a plain function")
-    out = [t if isinstance(t, Tool) else tool(t) for t in tools]
-    names = [t.name for t in out]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"two or more tools are named {dupes}; tool names must be unique")
-    return out
-
-
-def _hooks(hooks: Any, middleware: Sequence[Any] | None) -> tuple[dict[str, list[Any]], list[Any],
-                                                                  list[Any]]:
-    hook_map = normalize_hooks(hooks)
-    if not middleware:
-        return hook_map, [], []
-    from threadloom.agent.middleware import compile_middleware
-
-    mw_hooks, model_wrappers, tool_wrappers = compile_middleware(list(middleware))
-    for point in HOOK_POINTS:
-        hook_map[point] = [*hook_map[point], *mw_hooks.get(point, [])]
-    return hook_map, list(model_wrappers), list(tool_wrappers)
 
 
 _RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})

@@ -79,32 +79,6 @@ class AgentLifecycle:
     aclose = close_async
 
 
-def check_model(model: Any) -> None:
-    """Refuse, at build time, a ``model`` that is no chat model.
-
-    Raises:
-        TypeError: naming the argument: ``model`` has no ``ainvoke`` method (the agent
-            calls it; ``threadloom.models.BaseChatModel`` gives one from ``invoke``).
-    """
-    if not callable(getattr(model, "ainvoke", None)):
-        raise TypeError(
-            f"create_agent(model=...): got {model!r} ({type(model).__name__}); expected a chat "
-            "model with an ainvoke method (ScriptedChatModel, OpenAIChatModel, a subclass of "
-            "threadloom.models.BaseChatModel) or a 'provider:model' string for "
-            "init_chat_model")
-
-
-def takes_tools(model: Any) -> bool:
-    """Whether the model's ``ainvoke`` accepts a ``tools`` argument
-    (a parameter named so, or ``**kwargs``), as Haystack checks its generator's ``run``."""
-    method: Any = getattr(model, "ainvoke", None)
-    try:
-        params = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):
-        return True  # cannot tell: let the first call say
-    return any(p.name == "tools" or p.kind is p.VAR_KEYWORD for p in params)
-
-
 async def _each(objects: Iterator[Any], names: tuple[str, ...]) -> None:
     for obj in objects:
         method = next((m for m in (getattr(obj, n, None) for n in names) if callable(m)), None)
@@ -113,4 +87,4 @@ async def _each(objects: Iterator[Any], names: tuple[str, ...]) -> None:
             await result
 
 
-__all__ = ["AgentLifecycle", "check_model", "takes_tools"]
+__all__ = ["AgentLifecycle"]
