@@ -34,6 +34,7 @@ from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_a
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
 from threadloom.agent.schemas import build_schemas
+from threadloom.agent.streams import QuietSteps, default_mode
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
 from threadloom.engine.compiled import CompiledGraph
@@ -169,6 +170,7 @@ def create_agent(
                  name=name or "agent")
 
 
+_DEFAULT_MODE = default_mode()
 _RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})
 _OWNED = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reason", "last_message",
                     "structured_response", "continue_run", "stop_run", "jump_to",
@@ -295,11 +297,14 @@ class Agent(AgentLifecycle, CompiledGraph):
         kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
         # aclosing: closing this generator early must close (and so cancel) the run now,
         # not whenever the garbage collector finalizes the inner generator.
+        quiet = QuietSteps(kwargs.get("stream_mode", _DEFAULT_MODE), kwargs.get("subgraphs", False))
         async with contextlib.aclosing(
             super().astream(input, config, context=options, **kwargs)
         ) as events:
             async for item in events:
-                yield item
+                kept = quiet.keep(item)
+                if kept is not None:
+                    yield kept
 
     def run(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
         """Run once and return the output dict (Haystack's ``Agent.run``).
