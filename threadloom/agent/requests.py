@@ -129,6 +129,12 @@ def system_message(text: str) -> SystemMessage:
     return message
 
 
+def _contentless(message: BaseMessage) -> bool:
+    return message.type == "ai" and not message.content and not (
+        message.tool_calls or message.invalid_tool_calls  # type: ignore[attr-defined]
+        or message.refusal)  # type: ignore[attr-defined]
+
+
 def request_messages(
     system_prompt: str | None, history: Sequence[BaseMessage], merge: bool = False
 ) -> list[BaseMessage]:
@@ -142,10 +148,15 @@ def request_messages(
             message anywhere but first (vLLM, LM Studio, MLX; case H24). Off: the order
             is sent unchanged.
 
+    An assistant message with no content, no tool calls and no refusal (left when an
+    adapter dropped a malformed tool call, case H12) is left out: providers refuse it.
+
     Returns:
         A new list.
     """
     head = [system_message(system_prompt)] if system_prompt else []
+    if any(map(_contentless, history)):
+        history = [m for m in history if not _contentless(m)]
     messages = [*head, *history]
     if merge:
         from threadloom.prompts import merge_system_messages
