@@ -359,11 +359,19 @@ class Agent(AgentLifecycle, CompiledGraph):
         return agent_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
-        """Rebuild an agent written by ``to_dict``."""
+    def from_dict(cls, data: Mapping[str, Any], *, allowed_modules: Sequence[str] = (),
+                  **kwargs: Any) -> Agent:
+        """Rebuild an agent written by ``to_dict`` (see ``agent_from_dict``).
+
+        Args:
+            data: the dict.
+            allowed_modules: module prefixes whose tools, hooks, schemas and models may
+                be imported (your own code: ``"myapp"``); ``threadloom`` always is.
+            **kwargs: ``checkpointer`` and ``create_agent`` overrides.
+        """
         from threadloom.agent.serialize import agent_from_dict
 
-        return agent_from_dict(data)
+        return agent_from_dict(data, allowed_modules=allowed_modules, **kwargs)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
