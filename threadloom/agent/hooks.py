@@ -128,8 +128,8 @@ def _checked(fn: Any, point: str) -> Callable[..., Any]:
                              f"not at {point!r}")
         return ObjectHook(fn)
     if not callable(fn):
-        raise TypeError(f"hook for {point!r} must be a function or an object with a callable "
-                        f"'run' method, got {fn!r}")
+        raise TypeError(f"hook for {point!r} must be a function, or an object that must "
+                        f"have a callable 'run' method; got {fn!r}")
     marked = getattr(fn, HOOK_ATTR, None)
     if marked is not None and marked != point:
         raise ValueError(f"hook {_name(fn)} is marked @hook({marked!r}) but given for {point!r}")
