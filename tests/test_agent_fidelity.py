@@ -347,3 +347,18 @@ def test_build_time_errors_name_the_argument(args: Any, kwargs: Any, words: list
     with pytest.raises(TypeError) as caught:
         create_agent(*args, **kwargs)
     assert all(w in str(caught.value) for w in words), str(caught.value)
+
+
+def test_render_budget_can_be_raised_and_its_error_says_how() -> None:
+    from threadloom.prompts import RenderBudgetError
+
+    loop = '{% message role="user" %}{% for i in range(n) %}x{% endfor %}{% endmessage %}'
+    tight = create_agent(ScriptedChatModel(["ok"]), [], user_prompt=loop,
+                         render_budget={"max_steps": 50})
+    with pytest.raises(RenderBudgetError, match=r"create_agent\(render_budget=\{'max_steps'"):
+        tight.run(messages=[], n=200)
+    roomy = create_agent(ScriptedChatModel(["ok"]), [], user_prompt=loop,
+                         render_budget={"max_steps": 500})
+    assert roomy.run(messages=[], n=200)["messages"][0].text == "x" * 200
+    with pytest.raises(TypeError, match="render_budget"):
+        create_agent(ScriptedChatModel(["ok"]), [], render_budget={"steps": 5})

@@ -67,6 +67,7 @@ def create_agent(
     streaming_callback: Callable[[Any], Any] | None = None,
     enable_streaming_callback_passthrough: bool = False,
     busy_timeout: float | None = None,
+    render_budget: Mapping[str, Any] | None = None,
 ) -> Agent:
     """Build a tool-calling agent (LangChain's ``create_agent`` + Haystack's ``Agent``).
 
@@ -104,6 +105,8 @@ def create_agent(
             (a ``ToolMessage``) as the tools finish.
         busy_timeout: seconds a run on a thread that another run holds waits for it to
             finish before ``ThreadBusyError`` (default: fail at once).
+        render_budget: raises the prompt sandbox's limits: ``{"max_steps": n,
+            "max_output_chars": n, "render_budget_s": s}``.
 
     Returns:
         An ``Agent`` (a ``CompiledGraph``).
@@ -137,7 +140,7 @@ def create_agent(
     by_name = {t.name: t for t in tool_list}
     return_direct = [t.name for t in tool_list if t.return_direct]
     rules = make_rules(exit_conditions, set(by_name), return_direct, max_agent_steps)
-    prompts = Prompts(system_prompt, user_prompt, required_variables)
+    prompts = Prompts(system_prompt, user_prompt, required_variables, render_budget)
     schemas = build_schemas(state_schema, sorted(prompts.variables), strategy,
                             [getattr(m, "state_schema", None) for m in middleware or ()])
     hook_map, model_wrappers, tool_wrappers = hooks_of(hooks, middleware)

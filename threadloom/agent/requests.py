@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from threadloom.agent.prompt_budget import budget_kwargs, explained
 from threadloom.engine.runtime import current_task
 from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from threadloom.prompts import ChatPromptTemplate
@@ -180,11 +181,13 @@ class Prompts:
         PromptTemplateError / SecurityError: a template that is invalid or unsafe.
     """
 
-    def __init__(self, system_prompt: Any, user_prompt: Any, required_variables: Any) -> None:
+    def __init__(self, system_prompt: Any, user_prompt: Any, required_variables: Any,
+                 render_budget: Any = None) -> None:
         system_text = getattr(system_prompt, "text", system_prompt)
         user_text = getattr(user_prompt, "text", user_prompt)
-        self.system = _template(system_text, "system", required_variables)
-        self.user = _template(user_text, "user", required_variables)
+        budget = budget_kwargs(render_budget)
+        self.system = _template(system_text, "system", required_variables, budget)
+        self.user = _template(user_text, "user", required_variables, budget)
         names = [t.variables for t in (self.system, self.user) if t is not None]
         self.variables: frozenset[str] = frozenset().union(*names)
         if isinstance(required_variables, list | tuple | set | frozenset):
@@ -213,7 +216,8 @@ class Prompts:
             key = None
         if key is not None and key in self._cache:
             return self._cache[key]
-        text = self.system.render(**values).strip() or None
+        with explained():
+            text = self.system.render(**values).strip() or None
         if key is not None:
             if len(self._cache) > 128:
                 self._cache.clear()
@@ -222,10 +226,12 @@ class Prompts:
 
     def user_messages(self, values: dict[str, Any]) -> list[BaseMessage]:
         """The rendered user prompt's messages (empty without a user prompt)."""
-        return self.user.render_messages(**values) if self.user is not None else []
+        with explained():
+            return self.user.render_messages(**values) if self.user is not None else []
 
 
-def _template(text: Any, role: str, required: Any) -> ChatPromptTemplate | None:
+def _template(text: Any, role: str, required: Any,
+              budget: dict[str, Any]) -> ChatPromptTemplate | None:
     if text is None:
         return None
     if not isinstance(text, str):
@@ -235,7 +241,7 @@ def _template(text: Any, role: str, required: Any) -> ChatPromptTemplate | None:
         chosen = required
     else:
         chosen = [n for n in required if n in template.variables]
-    return ChatPromptTemplate(text, required_variables=chosen, default_role=role)
+    return ChatPromptTemplate(text, required_variables=chosen, default_role=role, **budget)
 
 
 def _calls_of(message: AIMessage) -> list[tuple[str, str]]:
