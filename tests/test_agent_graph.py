@@ -48,18 +48,21 @@ def test_graph_has_exactly_the_five_nodes_in_drawing() -> None:
                    for line in mermaid.splitlines()), (a, b)
 
 
-def test_updates_stream_names_the_nodes_in_loop_order() -> None:
-    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump])
-    order = [next(iter(ev)) for ev in agent.stream({"messages": [("user", "go")]},
-                                                   stream_mode="updates")]
-    # tools -> model while no exit can hold; exit_check runs where the run may end
-    assert order == ["before_run"] + ["model", "tools"] * 3 + [
-        "model", "exit_check", "after_run"]
-
-
 def _node_order(agent: Any, **config: Any) -> list[str]:
-    return [next(iter(ev)) for ev in agent.stream({"messages": [("user", "go")]},
-                                                  stream_mode="updates", **config)]
+    """The nodes run, in order (the debug stream: ``updates`` leaves out the steps that
+    changed nothing a user sees, ``threadloom.agent.streams``)."""
+    return [ev["payload"]["name"] for ev in agent.stream(
+        {"messages": [("user", "go")]}, stream_mode="debug", **config) if ev["type"] == "task"]
+
+
+def test_debug_stream_names_the_nodes_in_loop_order() -> None:
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump])
+    # tools -> model while no exit can hold; exit_check runs where the run may end
+    assert _node_order(agent) == ["before_run"] + ["model", "tools"] * 3 + [
+        "model", "exit_check", "after_run"]
+    updates = [next(iter(ev)) for ev in agent.stream({"messages": [("user", "go")]},
+                                                     stream_mode="updates")]
+    assert updates == ["model", "tools"] * 3 + ["model"]
 
 
 def test_tools_route_to_exit_check_when_an_exit_tool_succeeded() -> None:
@@ -77,13 +80,13 @@ def test_tools_route_to_exit_check_when_the_steps_run_out() -> None:
     assert out["exit_reason"] == "max_agent_steps" and out["step_count"] == 2
 
 
-def test_tools_route_to_exit_check_when_an_after_tool_hook_stops() -> None:
+def test_an_after_tool_stop_ends_the_run_at_the_next_model_node() -> None:
     def stop(state: Any) -> None:
         state.set("stop_run", "enough")
 
-    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
-                         hooks={"after_tool": [stop]})
-    assert _node_order(agent) == ["before_run", "model", "tools", "exit_check", "after_run"]
+    model = ScriptedChatModel(counting_script)
+    agent = create_agent(model, tools=[bump], hooks={"after_tool": [stop]})
+    assert _node_order(agent) == ["before_run", "model", "tools", "model", "after_run"]
     assert agent.invoke({"messages": [("user", "go")]})["exit_reason"] == "enough"
 
 

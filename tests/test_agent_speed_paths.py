@@ -159,7 +159,7 @@ def test_an_aimessage_reply_is_built_as_the_general_path_builds_it(reply: AIMess
                                                                            "text": "abc"}])]
     model = ScriptedChatModel([reply], name="n")
     fast = model.invoke(msgs)
-    general = model._finish(model._assemble(msgs, model._normalise(reply, 0)), None)
+    general = model._finish(model._assemble(msgs, model._normalise(reply, 0, msgs)), None)
     a, b = fast.model_dump(), general.model_dump()
     if not reply.id:
         assert a.pop("id").startswith("msg_") and b.pop("id").startswith("msg_")
@@ -241,11 +241,11 @@ def test_a_sync_tool_in_an_async_run_runs_off_the_loop_thread() -> None:
 
 def test_before_run_writes_are_unchanged() -> None:
     agent = create_agent(ScriptedChatModel(["hi"]))
-    updates = [u for u in agent.stream({"messages": [("user", "go")]}, stream_mode="updates")
-               if "before_run" in u]
-    assert updates == [{"before_run": {"step_count": None, "token_usage": None,
-                                       "tool_call_counts": None, "exit_reason": None,
-                                       "messages": []}}]
+    writes = [ev["payload"]["result"] for ev in agent.stream(
+        {"messages": [("user", "go")]}, stream_mode="debug")
+        if ev["type"] == "task_result" and ev["payload"]["name"] == "before_run"]
+    assert writes == [{"step_count": None, "token_usage": None, "tool_call_counts": None,
+                       "exit_reason": None, "messages": []}]
 
 
 # -- message constructors -------------------------------------------------------------------

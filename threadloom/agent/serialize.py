@@ -319,7 +319,7 @@ def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] =
     fmt = p.get("response_format")
     kwargs: dict[str, Any] = {
         "system_prompt": p.get("system_prompt"), "user_prompt": p.get("user_prompt"),
-        "required_variables": p.get("required_variables"),
+        "required_variables": p.get("required_variables", "*"),
         "state_schema": schema_from_data(p.get("state_schema"), allowed),
         "response_format": fmt if fmt is None or isinstance(fmt, Mapping)
         else _load(fmt, allowed, "response_format", _is_class, "a class"),

@@ -94,7 +94,8 @@ def load_path(path: Any, allowed_modules: Iterable[str], what: str, *,
     if not _allowed(module, prefixes):
         raise SecurityError(
             f"{what}: module {module!r} is not allowed; loading imports only modules under "
-            f"{', '.join(prefixes)} (pass allowed_modules=[...] to allow more)")
+            f"{', '.join(prefixes)} (pass allowed_modules=[...] to Agent.from_dict, "
+            "agent_from_dict or from_yaml to allow more)")
     try:
         obj = _resolve(module, qualname)
     except (ImportError, AttributeError) as exc:

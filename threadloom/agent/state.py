@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from threadloom.reducers import add_messages, merge_lists, replace_values
@@ -22,6 +22,7 @@ Handler = Callable[[Any, Any], Any]
 RESERVED_KEYS = frozenset({
     "messages", "step_count", "token_usage", "tool_call_counts", "exit_reason",
     "continue_run", "stop_run", "jump_to", "tools", "hook_context", "context_tokens",
+    "structured_response", "last_message",
 })
 """State keys the agent owns; a user ``state_schema`` may not redefine them."""
 
@@ -63,6 +64,7 @@ def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         unknown = set(entry) - {"type", "handler"}
         if unknown:
             raise ValueError(f"State schema entry {key!r} has unknown field(s) {sorted(unknown)}")
+        _check_type(key, entry["type"])
         handler = entry.get("handler") or default_handler(key, entry["type"])
         if not callable(handler):
             raise ValueError(f"State schema entry {key!r}: handler {handler!r} is not callable")
@@ -70,6 +72,28 @@ def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if "messages" not in result:
         result["messages"] = {"type": list, "handler": add_messages}
     return result
+
+
+def _check_type(key: str, tp: Any) -> None:
+    """Refuse a schema type that is not a type (as Haystack's ``State``): a string, an
+    instance, or ``messages`` typed as anything but a list of messages."""
+    from threadloom.messages import BaseMessage
+
+    if isinstance(tp, str):
+        raise ValueError(f"State schema entry {key!r}: 'type' must be a Python type, got the "
+                         f"string {tp!r} (write {tp} without quotes)")
+    if not (isinstance(tp, type) or tp is Any or typing.get_origin(tp) is not None):
+        raise ValueError(f"State schema entry {key!r}: 'type' must be a Python type, got {tp!r}")
+    if key != "messages":
+        return
+    args = typing.get_args(tp)
+    item = args[0] if args else None
+    items = typing.get_args(item) if typing.get_origin(item) is not None else (item,)
+    if not _is_list_type(tp) or not all(
+            i is None or i is Any or (isinstance(i, type) and issubclass(i, BaseMessage))
+            for i in items):
+        raise ValueError(f"State schema entry 'messages' must be typed list[AnyMessage] "
+                         f"(a list of messages), got {tp!r}")
 
 
 class State:
@@ -100,8 +124,8 @@ class State:
 
     def _require_key(self, key: str) -> None:
         if key not in self._schema:
-            raise ValueError(
-                f"State has no key {key!r}; schema keys: {', '.join(sorted(self._schema))}")
+            raise ValueError(f"Key {key!r} not found in schema: State has no key {key!r}; "
+                             f"schema keys: {', '.join(sorted(self._schema))}")
 
     @property
     def schema(self) -> dict[str, dict[str, Any]]:
@@ -142,8 +166,10 @@ class State:
         """The current values of every key ``set`` since creation, in first-set order."""
         return {key: self._data[key] for key in self._changed}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, skip_keys: Iterable[str] | None = None) -> dict[str, Any]:
         """A JSON-able dict: ``{"schema": {key: {"type", "handler"}}, "data": ...}``.
+
+        ``skip_keys`` leaves those keys out of both (Haystack's ``to_dict(skip_keys=)``).
 
         Types are stored by name (``list[int]`` as ``"list"``), handlers by name; data goes
         through the checkpoint codec (``threadloom.checkpoint.serde``), so messages,
@@ -154,9 +180,11 @@ class State:
         """
         from threadloom.checkpoint.serde import dumps
 
+        skip = set(skip_keys or ())
         schema = {key: {"type": _type_name(e["type"]), "handler": _handler_name(e["handler"])}
-                  for key, e in self._schema.items()}
-        return {"schema": schema, "data": json.loads(dumps(self._data, path="state"))}
+                  for key, e in self._schema.items() if key not in skip}
+        data = {k: v for k, v in self._data.items() if k not in skip}
+        return {"schema": schema, "data": json.loads(dumps(data, path="state"))}
 
     @classmethod
     def from_dict(

@@ -22,12 +22,18 @@ resume never runs a finished tool twice (case H04).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
-from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update
+from threadloom.agent.agent_state import (
+    add_delta,
+    merge_hook_changes,
+    messages_update,
+    sum_counts,
+)
 from threadloom.agent.exit import JUMP_END, ExitRules, jump, tools_exit
 from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
@@ -131,11 +137,14 @@ class ToolStep:
         chosen = [t for n, t in pool.items() if names is None or n in names]
         errors = self.node.handle_tool_errors
         if opts.extra_tools or names is None:  # names is None only with extra tools
-            return ToolNode(chosen, handle_tool_errors=errors)
+            fresh = ToolNode(chosen, handle_tool_errors=errors)
+            fresh.state_keys = self.node.state_keys
+            return fresh
         key = tuple(sorted(names))
         node = self._subsets.get(key)
         if node is None:
             node = self._subsets[key] = ToolNode(chosen, handle_tool_errors=errors)
+            node.state_keys = self.node.state_keys
         return node
 
     async def run(self, state: dict[str, Any], opts: RunOptions | None = None) -> Any:
@@ -153,8 +162,8 @@ class ToolStep:
         hooks = nodes.hooks.hooks  # HookRunner.has(point) is bool(hooks[point])
         if (ai is None or ai.type != "ai" or len(ai.tool_calls) != 1 or ai.invalid_tool_calls
                 or self.wrappers or self.structured is not None
-                or opts.tool_names is not None or opts.extra_tools
-                or hooks["before_tool"] or hooks["after_tool"]
+                or opts.tool_names is not None or opts.extra_tools or opts.tool_results
+                or hooks["before_tool"] or hooks["after_tool"] or state.get("stop_run") is not None
                 or ai.tool_calls[0]["name"] not in self.node.tools_by_name):
             return await self(nodes, state, opts)
         call = ai.tool_calls[0]
@@ -197,25 +206,38 @@ class ToolStep:
             if index is None:
                 update["messages"] = messages_update(stored, messages)
                 return update
+            if _vetoed(messages):  # Haystack: no tool runs, back to the model (HITL)
+                update["messages"] = messages_update(stored, messages)
+                return jump(update, "model")  # the model node enforces max_agent_steps
         ai: Any = messages[index]
         if messages is not stored:
             done = answered(messages, index)
         pending = [c for c in ai.tool_calls if c.get("id") not in done]
         results, commands, again = await self._run(toolset, ai, pending, view, update, opts)
+        if opts.tool_results and opts.streaming_callback is not None:
+            for message in results:  # Haystack's ToolInvoker streams each tool result
+                sent = opts.streaming_callback(message)
+                if inspect.isawaitable(sent):
+                    await sent
         messages = in_call_order([*messages, *results], index)
         target = "tools" if again else None
         if not again and nodes.hooks.has("after_tool"):
             values = {**view, **{k: v for k, v in update.items() if k == "structured_response"}}
+            if "tool_call_counts" in update:  # hooks see this step's calls counted (Haystack)
+                values["tool_call_counts"] = sum_counts(view.get("tool_call_counts"),
+                                                        update["tool_call_counts"])
             changes, control, messages, _ = await nodes.hooks.run(
                 "after_tool", values, messages, opts.hook_context)
             merge_hook_changes(update, changes)
             target = _target(control, update)
             if target not in (None, "tools"):
                 messages = answer_pending(messages, _why(control))
-        if target is None and opts.extra_tools and "stop_run" not in update:
+        if target is None and opts.extra_tools:
             reason = runtime_exit(opts.extra_tools, nodes.rules, messages)
             if reason is not None:
-                update["stop_run"] = reason  # exit_check ends the run with the tool's name
+                update["exit_reason"] = reason  # exit_check ends the run with the tool's name
+        if "stop_run" not in update and state.get("stop_run") is not None:
+            update["stop_run"] = state["stop_run"]  # carried to the next model call
         update["messages"] = messages_update(stored, messages)
         result: Any = update if target in (None, "exit_check") else jump(update, target)
         return [result, *commands] if commands else result
@@ -324,11 +346,18 @@ def runtime_exit(extra_tools: Sequence[Any], rules: ExitRules,
     return reason if reason in direct else None
 
 
+def _vetoed(messages: Sequence[BaseMessage]) -> bool:
+    """Whether a ``before_tool`` hook replaced the pending call message by one with no
+    calls (a veto): the last message is then an AI message without tool calls."""
+    last: Any = messages[-1]
+    return bool(last.type == "ai" and not last.tool_calls and not last.invalid_tool_calls)
+
+
 def _target(control: Any, update: dict[str, Any]) -> str | None:
-    """Where hooks send the run: None (stay), ``"exit_check"`` (stop_run), or a jump."""
+    """Where hooks send the run: None (stay) or a jump. A ``stop_run`` is written for the
+    next model call, which it cancels (Haystack: the tools of this step still run)."""
     if control.stop_run is not None:
         update["stop_run"] = control.stop_run
-        return "exit_check"
     if control.jump_to == "end":
         update["exit_reason"] = JUMP_END
     return control.jump_to

@@ -119,8 +119,12 @@ class LeaseMixin:
                 and not owner_is_dead(lease.owner)
             ):
                 raise ThreadBusyError(
-                    f"thread {thread_id!r} is busy: {lease.owner!r} holds its lease for "
-                    f"{lease.expires_at - now:.1f}s more",
+                    f"thread {thread_id!r} is busy: a run of {lease.owner!r} is using it (its "
+                    "lease is held while that run lasts and lapses "
+                    f"{lease.expires_at - now:.0f}s after it stops renewing, e.g. if its "
+                    "process died). Wait for it with busy_timeout=SECONDS "
+                    "(compile(busy_timeout=...) or create_agent(busy_timeout=...)), or use "
+                    "another thread id",
                     thread_id=thread_id,
                 )
             token = (lease.token if lease else 0) + 1

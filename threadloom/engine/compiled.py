@@ -337,7 +337,7 @@ class CompiledGraph(ThreadState):
     @contextlib.asynccontextmanager
     async def _hold(self, loop: RunLoop) -> AsyncIterator[None]:
         """Hold the thread for one run: in this process, and across processes by lease."""
-        with _Claim(self.checkpointer, loop.config):
+        async with _Claim(self.checkpointer, loop.config, self.busy_timeout):
             lease = await ThreadLease.acquire(self.checkpointer, loop, self.busy_timeout)
             try:
                 yield

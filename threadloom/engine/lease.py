@@ -141,27 +141,48 @@ _active_lock = threading.Lock()
 class _Claim:
     """In-process guard: one run per (checkpointer, thread, namespace) at a time."""
 
-    def __init__(self, cp: Any, cfg: dict[str, Any]) -> None:
+    def __init__(self, cp: Any, cfg: dict[str, Any], busy_timeout: float = 0.0) -> None:
         conf = cfg.get("configurable") or {}
         self.key = (
             (id(cp), str(conf.get("thread_id")), conf.get("checkpoint_ns", ""))
             if (cp is not None and "thread_id" in conf)
             else None
         )
+        self.busy_timeout = busy_timeout
 
-    def __enter__(self) -> None:
-        if self.key is None:
-            return
+    def _take(self) -> bool:
         with _active_lock:
             if self.key in _active:
-                raise ThreadBusyError(
-                    f"thread {self.key[1]!r} is already running in this process; wait for "
-                    "that run to finish (two runs on one thread would interleave checkpoints)",
-                    thread_id=self.key[1],
-                )
-            _active.add(self.key)
+                return False
+            _active.add(self.key)  # type: ignore[arg-type]
+            return True
 
-    def __exit__(self, *exc: object) -> None:
+    async def __aenter__(self) -> None:
+        """Claim the thread, waiting up to ``busy_timeout`` seconds for the run holding it.
+
+        Raises:
+            ThreadBusyError: the thread is still running in this process after the wait.
+        """
+        if self.key is None or self._take():
+            return
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while time.monotonic() + delay <= deadline:
+            await asyncio.sleep(delay)
+            if self._take():
+                return
+            delay = min(delay * 2, 0.1)
+        waited = f"still running after {self.busy_timeout:g}s of waiting" if (
+            self.busy_timeout) else "already running"
+        raise ThreadBusyError(
+            f"thread {self.key[1]!r} is {waited}: another invoke/stream in this process has "
+            "not finished (two runs on one thread would interleave checkpoints). Wait for it "
+            "with busy_timeout=SECONDS (compile(busy_timeout=...) or "
+            "create_agent(busy_timeout=...)), or use another thread id",
+            thread_id=self.key[1],
+        )
+
+    async def __aexit__(self, *exc: object) -> None:
         if self.key is not None:
             with _active_lock:
                 _active.discard(self.key)

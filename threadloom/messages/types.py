@@ -354,7 +354,10 @@ def _merge_tool_call_chunks(
             continue
         target["name"] = target.get("name") or piece.get("name")
         target["id"] = target.get("id") or piece.get("id")
-        target["args"] = _add_opt(target.get("args"), piece.get("args"))
+        old, delta = target.get("args"), piece.get("args")
+        # a delta that resends the whole buffer (cumulative or full) replaces it (H45)
+        target["args"] = delta if (old and delta and delta.startswith(old)) else _add_opt(
+            old, delta)
         if target.get("index") is None:
             target["index"] = piece.get("index")
     return merged  # type: ignore[return-value]

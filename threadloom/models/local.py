@@ -178,6 +178,22 @@ class LocalChatModel:
     def __repr__(self) -> str:
         return f"LocalChatModel(model_path={self.model_path!r}, n_threads={self.n_threads})"
 
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type", "init_parameters"}`` for ``Agent.to_dict`` (no secrets: the server's
+        key is made afresh per process); ``LocalChatModel(**init_parameters)`` rebuilds it."""
+        path = self.model_path
+        return {"type": f"{type(self).__module__}:{type(self).__qualname__}",
+                "init_parameters": {
+                    "model_path": None if path is None else str(path),
+                    "n_threads": self.n_threads, "n_ctx": self.n_ctx,
+                    "chat_template": self.chat_template, "tool_calling": self.tool_calling,
+                    "max_tool_rounds": self.max_tool_rounds, **self.generation_kwargs}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LocalChatModel:
+        """Rebuild a model written by ``to_dict`` (nothing is loaded until the first call)."""
+        return cls(**dict(data.get("init_parameters") or {}))
+
     @property
     def api_key(self) -> str:
         """The server's random API key (for a raw `openai` client); starts the server."""

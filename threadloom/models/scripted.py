@@ -13,6 +13,7 @@ import json
 import math
 import re
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -39,7 +40,11 @@ __all__ = ["ScriptedChatModel"]
 Reply = AIMessage | str | dict[str, Any]
 ReplyFn = Callable[[list[BaseMessage], list[dict[str, Any]] | None], Reply]
 
-_WORDS = re.compile(r"\s*\S+\s*|\s+")
+# CJK ideographs, kana, hangul and full-width punctuation have no spaces between words:
+# each such character is a chunk of its own, as a provider streams them (a few per token).
+_CJK = ("\u2e80-\u2fff\u3000-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+        "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef")
+_WORDS = re.compile(rf"\s*[{_CJK}]\s*|\s*[^\s{_CJK}]+\s*|\s+")
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # what json.dumps(ensure_ascii=False) does
 _STR = json.encoder.encode_basestring  # how that encoder writes a str (C-accelerated)
 # the fields a built reply counts as set (all but ``name`` and ``type``; a frozenset:
@@ -62,6 +67,15 @@ def _call_fields(call: dict[str, Any]) -> tuple[str, Any, str | None]:
     if isinstance(fn, dict):
         return fn.get("name") or "", fn.get("arguments", ""), call.get("id")
     return call.get("name") or "", call.get("args", {}), call.get("id")
+
+
+def _id_prefix(msgs: Sequence[BaseMessage], number: int) -> str:
+    """``call_<digest>`` of the request a reply answers: the same script and messages give
+    the same ids (deterministic tests), and the calls of one thread never share an id,
+    even made by several processes or models, since its history grows call by call."""
+    last = msgs[-1] if msgs else None
+    key = f"{number}:{len(msgs)}:{last.type if last else ''}:{_text(last.content) if last else ''}"
+    return f"call_{zlib.crc32(key.encode()):08x}"
 
 
 def _pieces(text: str, n: int) -> list[str]:
@@ -95,7 +109,11 @@ class ScriptedChatModel(BaseChatModel):
         call_count: how many calls were made.
 
     Replies without usage get an estimate (about four characters per token); tool calls
-    without an id get ``call_<call number>_<position>``. Message ids are fresh UUIDs.
+    without an id get ``call_<digest of the request>_<position>``: deterministic, and
+    unique within a thread even when several processes or models added to it. Message
+    ids are fresh UUIDs. Text streams word by word, CJK text character by character.
+    A dict reply may be OpenAI-shaped (``{"role": "assistant", "content": ...,
+    "tool_calls": [...]}``).
 
     Raises:
         ScriptExhaustedError: (when called) the script has no reply left.
@@ -137,12 +155,19 @@ class ScriptedChatModel(BaseChatModel):
                 entry = entry[number]
         return number, entry(msgs, tools) if callable(entry) else entry
 
-    def _normalise(self, reply: Reply, number: int) -> dict[str, Any]:
+    def _normalise(self, reply: Reply, number: int,
+                   msgs: Sequence[BaseMessage] = ()) -> dict[str, Any]:
         if isinstance(reply, str):
             fields: dict[str, Any] = {"content": reply}
         elif isinstance(reply, AIMessage):
             fields = {k: getattr(reply, k) for k in _AI_FIELDS}
         elif isinstance(reply, dict):
+            if "role" in reply:  # an OpenAI-shaped assistant message
+                if reply["role"] != "assistant":
+                    raise ValueError(f"script reply #{number} has role {reply['role']!r}; a "
+                                     "model reply is an assistant message")
+                reply = {k: v for k, v in reply.items() if k != "role" and (
+                    v is not None or k != "content")}
             unknown = set(reply) - _AI_FIELDS - {"finish_reason", "usage"}
             if unknown:
                 raise ValueError(f"script reply #{number} has unknown keys {sorted(unknown)}")
@@ -155,7 +180,7 @@ class ScriptedChatModel(BaseChatModel):
                                  + list(fields.get("invalid_tool_calls") or [])):
             name, args, call_id = _call_fields(call)
             raw = args if isinstance(args, str) else _ENCODE(args)
-            calls.append((name, raw, call_id or f"call_{number}_{i}"))
+            calls.append((name, raw, call_id or f"{_id_prefix(msgs, number)}_{i}"))
         fields["tool_calls"] = calls
         return fields
 
@@ -175,7 +200,7 @@ class ScriptedChatModel(BaseChatModel):
     def _stream(self, msgs: list[BaseMessage], tools: list[dict] | None,
                 opts: dict[str, Any]) -> Iterator[AIMessageChunk]:
         number, reply = self._next(msgs, tools, opts)
-        yield from self._chunks(msgs, self._normalise(reply, number))
+        yield from self._chunks(msgs, self._normalise(reply, number, msgs))
 
     def _generate(self, msgs: list[BaseMessage], tools: list[dict] | None,
                   opts: dict[str, Any]) -> AIMessage:
@@ -190,7 +215,7 @@ class ScriptedChatModel(BaseChatModel):
             made = self._from_message(msgs, reply, number)
             if made is not None:
                 return made
-        fields = self._normalise(reply, number)
+        fields = self._normalise(reply, number, msgs)
         if isinstance(reply, dict):
             acc = ChunkAccumulator()
             for chunk in self._chunks(msgs, fields):
@@ -219,7 +244,8 @@ class ScriptedChatModel(BaseChatModel):
             raw, copy = flat if flat is not None else (_ENCODE(args), None)
             raws.append(raw)
             calls.append({"name": name, "args": json.loads(raw) if copy is None else copy,
-                          "id": call.get("id") or f"call_{number}_{i}", "type": "tool_call"})
+                          "id": call.get("id") or f"{_id_prefix(msgs, number)}_{i}",
+                          "type": "tool_call"})
         content = reply.content or ""
         meta = dict(reply.response_metadata or {})
         meta.setdefault("finish_reason", "tool_calls" if calls else "stop")

@@ -169,11 +169,26 @@ def _too_many(count: int, cap: int, where: str) -> ModelError:
                       "max_tool_calls to allow more)")
 
 
+def _add_args(slot: dict[str, Any], delta: str) -> None:
+    """Add an argument delta; one that starts with the whole non-empty buffer replaces it
+    (case H45: servers that resend the arguments so far, or in full, in later chunks)."""
+    pieces = slot["args"]
+    size = slot.get("size", 0)
+    if size and len(delta) >= size:
+        buffer = "".join(pieces)
+        if delta.startswith(buffer):
+            pieces.clear()
+            size = 0
+    pieces.append(delta)
+    slot["size"] = size + len(delta)
+
+
 class ChunkAccumulator:
     """Assembles streamed ``AIMessageChunk`` s into one ``AIMessage`` in linear time.
 
     Text, reasoning and refusal pieces are joined; tool-call chunks are merged by their
-    ``index`` (models normalise indexes before emitting); usage is the *last* one seen
+    ``index`` (models normalise indexes before emitting), an argument delta that resends
+    the whole buffer replacing it (H45); usage is the *last* one seen
     (servers that send running totals on every chunk are not double counted, case H25);
     response metadata is merged, later keys winning. The message id is the first chunk id.
     """
@@ -215,8 +230,9 @@ class ChunkAccumulator:
                                           {"id": None, "name": None, "args": []})
             slot["id"] = slot["id"] or tc.get("id")
             slot["name"] = slot["name"] or tc.get("name")
-            if tc.get("args"):
-                slot["args"].append(tc["args"])
+            delta = tc.get("args")
+            if delta:
+                _add_args(slot, delta)
         if chunk.usage_metadata is not None:
             self._usage = chunk.usage_metadata
         if chunk.response_metadata:

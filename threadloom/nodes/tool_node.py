@@ -26,6 +26,7 @@ from threadloom.messages import (
 from threadloom.messages.build import construct_complete
 from threadloom.redact import mask_urls
 from threadloom.tools import Tool, format_tool_output, tool
+from threadloom.tools.markers import state_update_of
 from threadloom.types import END, Command
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
@@ -156,6 +157,7 @@ class ToolNode:
         self.handle_tool_errors = handle_tool_errors
         self.messages_key = messages_key
         self.name = name
+        self.state_keys: frozenset[str] | None = None  # see state_update_of
 
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the last AI message's calls; see the class docstring for the result shape."""
@@ -327,6 +329,10 @@ class ToolNode:
             return value.model_copy(update=fill)
         if isinstance(value, Command):
             return self._split_command(value, call_id, name)
+        if self.state_keys is not None and type(value) is dict:
+            command = state_update_of(value, self.tools_by_name.get(name), self.state_keys)
+            if command is not None:
+                return self._split_command(command, call_id, name)
         if isinstance(value, list) and _is_blocks(value):
             return ToolMessage(content=value, tool_call_id=call_id, name=name)
         text = format_tool_output(value)

@@ -279,6 +279,9 @@ class Tool:
         impl = self.func or self.coroutine
         return impl(*args, **kwargs)  # type: ignore[misc]
 
+    def warm_up(self) -> None:
+        """Nothing to prepare (Haystack's ``Tool.warm_up``; the agent calls it)."""
+
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, return_direct={self.return_direct})"
 

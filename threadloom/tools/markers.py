@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, get_args, get_origin
 
+from threadloom.types import Command
+
 
 class InjectedState:
     """Marks a parameter the engine fills with the graph state, hidden from the model.
@@ -91,4 +93,27 @@ def _injected_value(marker: Any, injections: dict[str, Any]) -> Any:
     return getattr(state, field, None)
 
 
-__all__ = ["InjectedConfig", "InjectedIdempotencyKey", "InjectedState", "InjectedToolCallId"]
+def state_update_of(value: dict[Any, Any], selected: Any,
+                    state_keys: frozenset[str]) -> Command | None:
+    """A tool's dict result as a state update, or None when it is data.
+
+    The rule (the LangChain agents guide's shopping cart): a tool that reads the state
+    (a parameter marked ``InjectedState``) and returns a non-empty dict whose keys are
+    all state keys updates the state with it, as if it had returned
+    ``Command(update=value)``. Any other dict is data, sent to the model as JSON.
+    Only a ``ToolNode`` given ``state_keys`` (the agent's) applies it; a plain
+    ``ToolNode`` keeps LangGraph's behaviour (JSON text).
+    """
+    if not value or selected is None or not all(
+            type(k) is str and k in state_keys for k in value):
+        return None
+    if not any(isinstance(m, InjectedState) or m is InjectedState
+               for m in selected.injected_params.values()):
+        return None
+    return Command(update=dict(value))
+
+
+__all__ = [
+    "InjectedConfig", "InjectedIdempotencyKey", "InjectedState", "InjectedToolCallId",
+    "state_update_of",
+]
