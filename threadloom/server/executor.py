@@ -162,7 +162,8 @@ class Executor:
                 run_input(kwargs, job.resume), config,
                 stream_mode=engine_modes(kwargs.get("stream_mode") or ["values"]),
                 subgraphs=subgraphs, durability=kwargs.get("durability"),
-                context=run_context(graph, kwargs.get("context")))
+                context=run_context(graph, {**job.assistant.context,
+                                            **(kwargs.get("context") or {})}))
             async for item in stream:
                 namespace, mode, payload = item if subgraphs else ((), *item)
                 for event, data in mapper.map(namespace, mode, payload):

@@ -17,7 +17,13 @@ from threadloom.server.schemas import (
     ThreadPatch,
     ThreadSearch,
 )
-from threadloom.server.state import owner, server, thread_assistant, thread_or_404
+from threadloom.server.state import (
+    ServerState,
+    owner,
+    server,
+    thread_assistant,
+    thread_or_404,
+)
 from threadloom.server.wire import checkpoint_ref, jsonable, snapshot_json
 
 EMPTY_STATE: dict[str, Any] = {
@@ -81,16 +87,22 @@ async def delete_thread(request: Request) -> Response:
     state = server(request)
     thread_id = request.path_params["thread_id"]
     await thread_or_404(request, thread_id)
+    await drop_thread(state, owner(request), thread_id)
+    return Response(status_code=204)
+
+
+async def drop_thread(state: ServerState, who: str, thread_id: str) -> None:
+    """Delete one of ``who``'s threads: its runs (cancelled first), their events, its
+    checkpoints."""
     for run_id in state.manager.queue.active(thread_id):
         await state.manager.cancel_run(run_id, "interrupt")
-    await state.threads.delete(owner(request), thread_id)
+    await state.threads.delete(who, thread_id)
     cp = state.checkpointer
     adelete = getattr(cp, "adelete_thread", None)
     if adelete is not None:
         await adelete(thread_id)
     else:
         cp.delete_thread(thread_id)
-    return Response(status_code=204)
 
 
 async def copy_thread(request: Request) -> Response:

@@ -21,9 +21,10 @@ import asyncio
 import contextlib
 from typing import Any
 
+from threadloom.server.assistants_store import Assistants
 from threadloom.server.eventlog import EventLog
 from threadloom.server.executor import Executor, Outcome, RunJob
-from threadloom.server.graphs import Assistant, Assistants
+from threadloom.server.graphs import Assistant
 from threadloom.server.http import ApiError, not_found
 from threadloom.server.queue import RunQueue
 from threadloom.server.runs_store import FINISHED, Runs
@@ -54,13 +55,13 @@ class RunManager:
 
     # -- making runs -------------------------------------------------------------------
 
-    def assistant(self, ident: str) -> Assistant:
-        """The assistant a run names (by id or graph name).
+    async def assistant(self, owner: str, ident: str) -> Assistant:
+        """The assistant a run names (by id or graph name), at its latest version.
 
         Raises:
             ApiError: 404 naming it.
         """
-        found = self.assistants.resolve(ident)
+        found = await self.assistants.resolve(owner, ident)
         if found is None:
             raise not_found("Assistant", ident)
         return found
@@ -80,7 +81,7 @@ class RunManager:
             ApiError: 404 unknown assistant or thread (``if_not_exists="reject"``);
                 409 a busy thread under ``reject``; 422 ``input`` and ``command`` both.
         """
-        assistant = self.assistant(body.assistant_id)
+        assistant = await self.assistant(owner, body.assistant_id)
         if body.input is not None and body.command is not None:
             raise ApiError(422, "input and command: give one of them, not both")
         if "events" in body.modes():
@@ -272,7 +273,7 @@ class RunManager:
         Their temporary threads are kept until they end."""
         count = 0
         for run, owner in await self.runs.unfinished():
-            assistant = self.assistants.by_id.get(run["assistant_id"])
+            assistant = await self.assistants.get(owner, run["assistant_id"])
             if assistant is None:
                 await self.runs.set_status(run["run_id"], "error", {"__error__": {
                     "error": "AssistantNotFound", "message": "its graph is no longer served"}},
