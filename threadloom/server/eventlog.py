@@ -240,7 +240,7 @@ class EventLog:
         return await self.db.run(drop)
 
 
-def sse_frame(event: str, data: str, event_id: int | None) -> bytes:
+def sse_frame(event: str, data: str, event_id: int | str | None) -> bytes:
     """One SSE message: ``event:``, ``data:`` (the JSON has no newlines), optional ``id:``."""
     head = f"event: {event}\ndata: {data}\n"
     if event_id is not None:

@@ -67,6 +67,8 @@ TABLE: list[_T] = [
      {"stream_mode": "string", "cancel_on_disconnect": "boolean"}),
     ("post", "/threads/{thread_id}/runs/{run_id}/cancel", "Cancel a run", None,
      {"wait": "boolean", "action": "string"}),
+    ("get", "/threads/{thread_id}/stream", "Follow every run of the thread (SSE)", None,
+     {"stream_mode": "string"}),
     ("post", "/runs", "Create a stateless background run", s.RunCreate, {}),
     ("post", "/runs/stream", "Stateless run, streamed (SSE)", s.RunCreate, {}),
     ("post", "/runs/wait", "Stateless run, waited", s.RunCreate, {}),
@@ -78,7 +80,7 @@ TABLE: list[_T] = [
 ]
 
 _SSE = {"/threads/{thread_id}/runs/stream", "/runs/stream",
-        "/threads/{thread_id}/runs/{run_id}/stream"}
+        "/threads/{thread_id}/runs/{run_id}/stream", "/threads/{thread_id}/stream"}
 
 
 def _operation(method: str, path: str, summary: str, body: type[BaseModel] | None,

@@ -51,7 +51,28 @@ class RunManager:
         self._done: dict[str, asyncio.Event] = {}
         self._outputs: dict[str, Any] = {}  # output of runs that ended here, until read
         self._cancel_action: dict[str, str] = {}
+        self._watchers: dict[str, list[asyncio.Future[None]]] = {}
         queue.bind(self._execute)
+
+    def watch(self, thread_id: str) -> asyncio.Future[None]:
+        """A future set when the next run is made on the thread (take it before reading
+        the thread's runs, so a run made meanwhile is not missed; ``unwatch`` it after)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watchers.setdefault(thread_id, []).append(waiter)
+        return waiter
+
+    def unwatch(self, thread_id: str, waiter: asyncio.Future[None]) -> None:
+        """Forget a ``watch`` future (done or not)."""
+        left = self._watchers.get(thread_id)
+        if left is not None and waiter in left:
+            left.remove(waiter)
+            if not left:
+                del self._watchers[thread_id]
+
+    def _run_made(self, thread_id: str) -> None:
+        for waiter in self._watchers.pop(thread_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     # -- making runs -------------------------------------------------------------------
 
@@ -98,15 +119,21 @@ class RunManager:
                 for other in active:
                     await self.cancel_run(other, strategy)
         run = self._record(assistant, thread_id, body, strategy, temporary)
-        await self.runs.insert(run, owner)
+        # The log opens before the row exists, so whoever finds the row finds its log.
         await self.log.open(run["run_id"])
         self.log.append(run["run_id"], "metadata", dumps({"run_id": run["run_id"],
                                                           "attempt": 1}))
+        try:
+            await self.runs.insert(run, owner)
+        except BaseException:
+            self.log.close(run["run_id"])
+            raise
         await self.threads.set_state(thread_id, status="busy", state_changed=False,
                                      metadata={"graph_id": assistant.graph_id,
                                                "assistant_id": assistant.assistant_id})
         self._jobs[run["run_id"]] = RunJob(run, owner, assistant)
         self._done[run["run_id"]] = asyncio.Event()
+        self._run_made(thread_id)
         await self.queue.submit(thread_id, run["run_id"])
         return run
 

@@ -98,6 +98,15 @@ class Runs:
             return True
         return await self.db.run(drop)
 
+    async def since(self, owner: str, thread_id: str, ord_: int
+                    ) -> builtins.list[tuple[int, str]]:
+        """``(ord, run_id)`` of the thread's runs numbered ``ord_`` or later, oldest first
+        (``ord`` orders a thread's runs: the thread stream's event ids start with it)."""
+        rows = await self.db.run(lambda tx: tx.execute(
+            "SELECT ord, run_id FROM tl_srv_runs WHERE thread_id = ? AND owner = ? AND "
+            "ord >= ? ORDER BY ord, run_id", (thread_id, owner, ord_)).fetchall())
+        return [(int(o), str(r)) for o, r in rows]
+
     async def active(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """The thread's pending and running runs, oldest first."""
         rows = await self.db.run(lambda tx: tx.execute(
