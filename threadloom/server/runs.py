@@ -105,9 +105,6 @@ class RunManager:
         assistant = await self.assistant(owner, body.assistant_id)
         if body.input is not None and body.command is not None:
             raise ApiError(422, "input and command: give one of them, not both")
-        if "events" in body.modes():
-            raise ApiError(422, "stream_mode: 'events' is not supported by threadloom serve; "
-                                "use values, updates, messages-tuple, messages, custom, debug")
         temporary = thread_id is None
         thread_id = await self._thread_for(owner, thread_id, body, temporary)
         strategy = body.multitask_strategy or default_strategy
