@@ -86,10 +86,16 @@ class Assistants:
     async def resolve(self, owner: str, ident: str) -> Assistant | None:
         """The assistant an id or a graph name names (runs accept both; a graph name
         means its system assistant)."""
-        found = await self.get(owner, ident)
-        if found is None and ident in self.by_graph:
-            found = await self.get(owner, self.by_graph[ident].assistant_id)
-        return found
+        return await self._run(lambda tx: self.resolve_tx(tx, owner, ident))  # type: ignore[no-any-return]
+
+    def resolve_tx(self, tx: Tx, owner: str, ident: str) -> Assistant | None:
+        """``resolve`` inside the caller's transaction (one statement)."""
+        system = self.by_graph.get(ident)
+        other = system.assistant_id if system is not None else ident
+        rows = tx.execute(f"SELECT {_COLS} FROM tl_srv_assistants WHERE assistant_id IN "
+                          f"(?, ?) AND {_VISIBLE}", (ident, other, owner)).fetchall()
+        rows.sort(key=lambda r: r[0] != ident)  # an assistant with that id first
+        return self._make(rows[0]) if rows else None
 
     async def search(self, owner: str, *, graph_id: str | None = None,
                      name: str | None = None, metadata: dict[str, Any] | None = None,

@@ -35,12 +35,17 @@ class Runs:
 
     async def insert(self, run: dict[str, Any], owner: str) -> None:
         """Store a new run (a dict shaped as ``_row`` returns)."""
-        await self.db.run(lambda tx: tx.execute(
+        await self.db.run(lambda tx: self.insert_tx(tx, run, owner))
+
+    @staticmethod
+    def insert_tx(tx: Tx, run: dict[str, Any], owner: str) -> None:
+        """``insert`` inside the caller's transaction."""
+        tx.execute(
             f"INSERT INTO tl_srv_runs ({_COLS}, owner, ord) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?)", (run["run_id"], run["thread_id"], run["assistant_id"], run["created_at"],
                       run["updated_at"], run["status"], dumps(run["metadata"]),
                       dumps(run["kwargs"]), run["multitask_strategy"], owner,
-                      time.time_ns())))
+                      time.time_ns()))
 
     async def get(self, owner: str, thread_id: str | None, run_id: str) -> dict[str, Any] | None:
         """The run (of that thread when ``thread_id`` is given), or None."""
