@@ -5,11 +5,14 @@ unique across runs, ``Last-Event-ID`` resuming with no gap and no duplicate, the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+import time
 
 import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
-from server_harness import running
+from server_harness import GRAPHS, Subprocess, free_port, running
 
 pytestmark = pytest.mark.xdist_group("server")
 
@@ -105,3 +108,26 @@ def test_sync_client_and_bad_requests(url):
                      params={"stream_mode": "bogus"}).status_code == 422
     missing = httpx.get(f"{url}/threads/00000000-0000-0000-0000-000000000000/stream")
     assert missing.status_code == 404 and "not found" in missing.json()["detail"]
+
+
+def test_open_streams_end_when_the_server_stops(tmp_path):
+    port = free_port()
+    server = Subprocess([f"echo={GRAPHS['echo']}", "--db", str(tmp_path / "s.db")], port).up()
+    tid = httpx.post(f"{server.url}/threads", json={}).json()["thread_id"]
+    got: list[bytes] = []
+
+    def follow() -> None:
+        with contextlib.suppress(httpx.HTTPError), httpx.stream(
+                "GET", f"{server.url}/threads/{tid}/stream", timeout=30) as answer:
+            for chunk in answer.iter_raw():
+                got.append(chunk)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    server.proc.terminate()  # SIGTERM: the open thread stream must not hold the exit
+    assert server.proc.wait(timeout=10) in (0, -15)  # uvicorn re-raises the signal at exit
+    assert time.monotonic() - started < 4  # a held stream would take the 5 s grace period
+    reader.join(timeout=5)
+    assert not reader.is_alive()

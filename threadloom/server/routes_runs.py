@@ -13,7 +13,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -23,6 +22,7 @@ from threadloom.server.http import JSON, ApiError, body_as, query_bool, query_in
 from threadloom.server.http import validate as validate_body
 from threadloom.server.runs_store import FINISHED
 from threadloom.server.schemas import CancelMany, RunCreate
+from threadloom.server.sse import SSEStream
 from threadloom.server.state import ServerState, owner, server, thread_or_404
 
 PING_S = 15.0
@@ -66,9 +66,8 @@ async def _frames(state: ServerState, run: dict[str, Any], after: int, ids: bool
 
 def _sse(state: ServerState, run: dict[str, Any], after: int, ids: bool,
          wanted: frozenset[str] | None, cancel_on_disconnect: bool) -> Response:
-    return EventSourceResponse(
-        _frames(state, run, after, ids, wanted, cancel_on_disconnect), ping=PING_S,
-        headers=_paths(run))
+    return SSEStream(_frames(state, run, after, ids, wanted, cancel_on_disconnect),
+                     headers=_paths(run), ping_s=PING_S)
 
 
 async def _create(request: Request, stateless: bool) -> tuple[ServerState, dict[str, Any],
@@ -246,8 +245,8 @@ async def thread_stream(request: Request) -> Response:
         ids = {r["run_id"] for r in active}
         start = next((o for o, rid in first if rid in ids), None)
         cursor = (start, 0) if start is not None else (time.time_ns(), 0)
-    return EventSourceResponse(_thread_frames(state, who, thread["thread_id"], cursor,
-                                              frozenset(modes)), ping=PING_S)
+    return SSEStream(_thread_frames(state, who, thread["thread_id"], cursor,
+                                    frozenset(modes)), ping_s=PING_S)
 
 
 async def cancel_run(request: Request) -> Response:
