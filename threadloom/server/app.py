@@ -142,8 +142,9 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=list(cors_origins),
                                         allow_methods=["*"], allow_headers=["*"],
                                         expose_headers=["Location", "Content-Location"]))
-    routes = [*routes_meta.ROUTES, *routes_assistants.ROUTES, *routes_threads.ROUTES,
-              *routes_runs.ROUTES, *routes_openai.ROUTES]
+    # runs first: a stream request is matched without trying every other route first
+    routes = [*routes_runs.ROUTES, *routes_meta.ROUTES, *routes_assistants.ROUTES,
+              *routes_threads.ROUTES, *routes_openai.ROUTES]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={ApiError: _api_error, HTTPException: _http_error,
                                         Exception: _crash})

@@ -331,10 +331,16 @@ class RunManager:
 
 
 async def _latest_checkpoint(assistant: Assistant, thread_id: str) -> str | None:
+    """The id of the thread's latest root checkpoint (None: it has none): one read of
+    the checkpointer, not a whole state snapshot."""
+    cp = assistant.graph.checkpointer
+    if cp is None:
+        return None
     with contextlib.suppress(Exception):
-        snap = await assistant.graph.aget_state({"configurable": {"thread_id": thread_id}})
-        if snap.created_at is not None:
-            return str(snap.config["configurable"].get("checkpoint_id"))
+        found = await _call(cp, "get_tuple", {"configurable": {"thread_id": thread_id,
+                                                               "checkpoint_ns": ""}})
+        if found is not None:
+            return str(found.config["configurable"].get("checkpoint_id"))
     return None
 
 
