@@ -4,6 +4,7 @@ made assistant uses its config and context, a later version's once it is the lat
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import httpx
@@ -11,6 +12,8 @@ import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
 from server_harness import HERE, running
+
+from threadloom.server import hash_key
 
 pytestmark = pytest.mark.xdist_group("server")
 
@@ -143,3 +146,43 @@ def test_assistants_survive_a_restart(tmp_path):
         got = client.assistants.get(aid)
         assert got["version"] == 2 and got["name"] == "kept one"
         assert client.runs.wait(None, aid, input={"text": "r"}) == {"text": "r+kept"}
+        # without keys, a graph's own assistant may change too; runs by graph name follow
+        system = client.assistants.search(graph_id="cfg", metadata={"created_by": "system"})
+        client.assistants.update(system[0]["assistant_id"],
+                                 config={"configurable": {"tone": "loud"}})
+        assert client.runs.wait(None, "cfg", input={"text": "n"}) == {"text": "n+loud"}
+
+
+def test_owners_and_scopes(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [
+        {"sha256": hash_key("alice-key"), "principal": "alice"},
+        {"sha256": hash_key("bob-key"), "principal": "bob"},
+        {"sha256": hash_key("reader-key"), "principal": "alice",
+         "scopes": ["assistants:read", "runs:write", "runs:read"]}]}))
+    with running(tmp_path, GRAPHS, keys_file=str(keys)) as base:
+        alice = get_sync_client(url=base, api_key="alice-key")
+        bob = get_sync_client(url=base, api_key="bob-key")
+        reader = get_sync_client(url=base, api_key="reader-key")
+        mine = alice.assistants.create("cfg", config={"configurable": {"tone": "hers"}})
+        aid = mine["assistant_id"]
+        with pytest.raises(NotFoundError):
+            bob.assistants.get(aid)  # another owner's assistant is not there for bob
+        with pytest.raises(NotFoundError):
+            bob.assistants.update(aid, name="taken")
+        assert bob.assistants.search(metadata={"created_by": "system"})  # shared, seen
+        assert [a["assistant_id"] for a in reader.assistants.search(graph_id="cfg")
+                if a["assistant_id"] == aid] == [aid]
+        assert reader.runs.wait(None, aid, input={"text": "r"}) == {"text": "r+hers"}
+        assert [v["version"] for v in reader.assistants.get_versions(aid)] == [1]
+        with pytest.raises(httpx.HTTPStatusError) as denied:
+            reader.assistants.create("cfg")
+        assert denied.value.response.status_code == 403
+        assert "assistants:write" in denied.value.response.json()["detail"]
+        system = bob.assistants.search(graph_id="cfg", metadata={"created_by": "system"})[0]
+        with pytest.raises(httpx.HTTPStatusError) as shared:
+            bob.assistants.update(system["assistant_id"], config={"configurable": {"x": 1}})
+        assert shared.value.response.status_code == 403
+        with pytest.raises(httpx.HTTPStatusError):
+            bob.assistants.delete(system["assistant_id"])
+        assert alice.assistants.update(aid, name="still hers")["version"] == 2

@@ -6,7 +6,8 @@ has one made at start (``created_by: system``, id ``uuid5`` of the graph name as
 LangGraph's server derives it, visible to every caller); ``POST /assistants`` makes more
 (owned by their maker, as threads are). ``PATCH`` writes a new version (LangGraph's
 rules: ``config``/``context``/``name``/``description`` replace the current ones when
-given, ``metadata`` is merged) and makes it the latest; ``set_latest`` makes an older
+given, ``metadata`` is merged) and makes it the latest (a graph's own assistant may be
+changed only on a server without keys: it is every caller's); ``set_latest`` makes an older
 version current again; a run reads the latest version when it starts. Assistants of a
 graph the server no longer serves are not found.
 """
@@ -27,6 +28,9 @@ _COLS = ("assistant_id, graph_id, name, description, created_at, updated_at, ver
          "config, context, metadata")
 _VCOLS = "assistant_id, graph_id, name, description, created_at, version, config, context, metadata"
 _VISIBLE = "(system = 1 OR owner = ?)"
+# A graph's own assistant is everyone's: only a server without keys (every caller the
+# anonymous principal, "") may change it; otherwise callers change their own.
+_WRITABLE = "((system = 0 AND owner = ?) OR (system = 1 AND ? = ''))"
 
 
 class AssistantExists(Exception):
@@ -169,7 +173,7 @@ class Assistants:
             raise KeyError(changes["graph_id"])
 
         def write(tx: Tx) -> Assistant | None:
-            current = _latest(tx, self, owner, assistant_id)
+            current = _latest(tx, self, owner, assistant_id, write=True)
             if current is None:
                 return None
             top = tx.execute("SELECT MAX(version) FROM tl_srv_assistant_versions WHERE "
@@ -195,7 +199,7 @@ class Assistants:
         """Make ``version`` the current one; None for no such assistant, False for no
         such version."""
         def switch(tx: Tx) -> Assistant | None | bool:
-            current = _latest(tx, self, owner, assistant_id)
+            current = _latest(tx, self, owner, assistant_id, write=True)
             if current is None:
                 return None
             row = tx.execute(f"SELECT {_VCOLS} FROM tl_srv_assistant_versions WHERE "
@@ -237,8 +241,8 @@ class Assistants:
     async def delete(self, owner: str, assistant_id: str) -> bool:
         """Delete the assistant and its versions; False when this owner sees none."""
         def drop(tx: Tx) -> bool:
-            tx.execute(f"DELETE FROM tl_srv_assistants WHERE assistant_id = ? AND {_VISIBLE}",
-                       (assistant_id, owner))
+            tx.execute(f"DELETE FROM tl_srv_assistants WHERE assistant_id = ? AND {_WRITABLE}",
+                       (assistant_id, owner, owner))
             if tx.rowcount == 0:
                 return False
             tx.execute("DELETE FROM tl_srv_assistant_versions WHERE assistant_id = ?",
@@ -252,9 +256,14 @@ def _given(changes: dict[str, Any], key: str, current: Any) -> Any:
     return current if value is None else value
 
 
-def _latest(tx: Tx, store: Assistants, owner: str, assistant_id: str) -> Assistant | None:
-    row = tx.execute(f"SELECT {_COLS} FROM tl_srv_assistants WHERE assistant_id = ? AND "
-                     f"{_VISIBLE}", (assistant_id, owner)).fetchone()
+def _latest(tx: Tx, store: Assistants, owner: str, assistant_id: str, *,
+            write: bool = False) -> Assistant | None:
+    if write:
+        row = tx.execute(f"SELECT {_COLS} FROM tl_srv_assistants WHERE assistant_id = ? AND "
+                         f"{_WRITABLE}", (assistant_id, owner, owner)).fetchone()
+    else:
+        row = tx.execute(f"SELECT {_COLS} FROM tl_srv_assistants WHERE assistant_id = ? AND "
+                         f"{_VISIBLE}", (assistant_id, owner)).fetchone()
     return store._make(row) if row is not None else None
 
 

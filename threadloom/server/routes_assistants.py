@@ -47,6 +47,15 @@ async def _assistant(request: Request) -> Assistant:
     return found
 
 
+async def _unwritable(request: Request, ident: str) -> ApiError:
+    """404 for an assistant the caller does not see; 403 for one it sees but may not
+    change (a graph's own, on a server with keys)."""
+    if await server(request).assistants.get(owner(request), ident) is not None:
+        return ApiError(403, f"Assistant {ident} is its graph's own, shared by every caller: "
+                             "create your own with POST /assistants")
+    return not_found("Assistant", ident)
+
+
 def _graph_missing(graph_id: str) -> ApiError:
     return ApiError(404, f"Graph with ID {graph_id} not found")
 
@@ -81,7 +90,7 @@ async def update(request: Request) -> Response:
     except KeyError as exc:
         raise _graph_missing(str(body.graph_id)) from exc
     if new is None:
-        raise not_found("Assistant", ident)
+        raise await _unwritable(request, ident)
     return JSON(new.json())
 
 
@@ -93,7 +102,7 @@ async def delete(request: Request) -> Response:
     with_threads = query_bool(request, "delete_threads")
     who = owner(request)
     if not await state.assistants.delete(who, ident):
-        raise not_found("Assistant", ident)
+        raise await _unwritable(request, ident)
     if with_threads:
         from threadloom.server.routes_threads import drop_thread
 
@@ -124,7 +133,7 @@ async def set_latest(request: Request) -> Response:
     if found is False:
         raise ApiError(404, f"Assistant {ident} has no version {body.version}")
     if not isinstance(found, Assistant):
-        raise not_found("Assistant", ident)
+        raise await _unwritable(request, ident)
     return JSON(found.json())
 
 
