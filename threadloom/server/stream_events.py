@@ -78,6 +78,8 @@ class EventsMapper:
             return
         task = payload.get("payload") or {}
         name, step, key = str(task.get("name")), payload.get("step"), str(task.get("id"))
+        if name.startswith("__"):  # the input step (``__start__``): LangGraph reports none
+            return
         if payload["type"] == "task":
             meta = {**self.metadata, "langgraph_step": step, "langgraph_node": name,
                     "langgraph_triggers": list(task.get("triggers") or ("branch:to:" + name,)),
