@@ -37,7 +37,8 @@ async def test_agent_events_nodes_and_tokens(url):
     assert last["data"]["output"]["messages"][-1]["content"] == "the sum is 5"
     assert first["metadata"]["thread_id"] == thread["thread_id"]
 
-    nodes = [(e["event"], e["name"]) for e in events[1:-1] if e["event"] != "on_chat_model_stream"]
+    nodes = [(e["event"], e["name"]) for e in events[1:-1]
+             if e["event"] in ("on_chain_start", "on_chain_end")]
     starts = [n for kind, n in nodes if kind == "on_chain_start"]
     assert starts[:4] == ["before_run", "model", "tools", "model"]
     assert [n for kind, n in nodes if kind == "on_chain_end"] == starts
@@ -69,8 +70,12 @@ def test_events_alone_sync(url):
     client = get_sync_client(url=url, api_key=None)
     parts = list(client.runs.stream(None, "echo", input={"messages": [("user", "yo")]},
                                     stream_mode="events"))
-    assert [p.event for p in parts] == ["metadata"] + ["events"] * 4
-    assert [(p.data["event"], p.data["name"]) for p in parts[1:]] == [
+    assert [p.event for p in parts] == ["metadata"] + ["events"] * 6
+    assert [(p.data["event"], p.data["name"]) for p in parts[1:]] == [  # LangGraph's order
         ("on_chain_start", "LangGraph"), ("on_chain_start", "echo"),
-        ("on_chain_end", "echo"), ("on_chain_end", "LangGraph")]
-    assert parts[3].data["data"]["output"]["messages"][0]["content"] == "echo: yo"
+        ("on_chain_stream", "echo"), ("on_chain_end", "echo"),
+        ("on_chain_stream", "LangGraph"), ("on_chain_end", "LangGraph")]
+    assert parts[4].data["data"]["output"]["messages"][0]["content"] == "echo: yo"
+    assert parts[3].data["data"]["chunk"] == parts[4].data["data"]["output"]
+    assert parts[5].data["data"]["chunk"] == {"echo": parts[4].data["data"]["output"]}
+    assert parts[5].data["run_id"] == parts[1].data["run_id"]

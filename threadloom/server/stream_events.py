@@ -7,7 +7,9 @@ Each arrives as SSE event ``events`` with data ``{"event", "name", "run_id", "ta
 - ``on_chain_start`` / ``on_chain_end`` of the graph (``run_id``: the server run's id,
   ``data.input`` / ``data.output`` the final values) around the whole run;
 - ``on_chain_start`` / ``on_chain_end`` of each node's task (``data.input``: the state it
-  read; ``data.output``: its writes), tagged ``graph:step:N``, with ``langgraph_node``,
+  read; ``data.output``: its writes), tagged ``graph:step:N``, the node's
+  ``on_chain_stream`` (``data.chunk``: its writes) before its end and the graph's
+  (``{node: writes}``) after it, with ``langgraph_node``,
   ``langgraph_step``, ``langgraph_triggers``, ``langgraph_path`` and
   ``langgraph_checkpoint_ns`` in ``metadata`` besides the run's metadata;
 - ``on_chat_model_stream`` for each model token chunk (``data.chunk``), child of its
@@ -72,8 +74,9 @@ class EventsMapper:
                            dict(self.metadata), {"input": self._input, "output": output}, [])
 
     def debug(self, payload: Any) -> Iterable[tuple[str, str]]:
-        """A node task's ``on_chain_start`` (``task``) or ``on_chain_end``
-        (``task_result``) from one engine ``debug`` event."""
+        """A node task's ``on_chain_start`` (``task``), or its ``on_chain_stream``,
+        ``on_chain_end`` and the graph's ``on_chain_stream`` (``task_result``), from one
+        engine ``debug`` event."""
         if not isinstance(payload, dict) or payload.get("type") not in ("task", "task_result"):
             return
         task = payload.get("payload") or {}
@@ -92,11 +95,19 @@ class EventsMapper:
             return
         task_id, meta, task_input = self._tasks.pop(key, (self._id("task", key),
                                                          dict(self.metadata), None))
-        data: dict[str, Any] = {"input": task_input, "output": task.get("result")}
-        if task.get("error"):
+        tags = [f"graph:step:{step}"]
+        result = task.get("result")
+        failed = bool(task.get("error"))
+        if not failed:
+            yield self._event("on_chain_stream", name, task_id, tags, meta, {"chunk": result},
+                              [self.run_id])
+        data: dict[str, Any] = {"input": task_input, "output": result}
+        if failed:
             data["error"] = task["error"]
-        yield self._event("on_chain_end", name, task_id, [f"graph:step:{step}"], meta, data,
-                          [self.run_id])
+        yield self._event("on_chain_end", name, task_id, tags, meta, data, [self.run_id])
+        if not failed:
+            yield self._event("on_chain_stream", self.graph_name, self.run_id, [],
+                              dict(self.metadata), {"chunk": {name: result}}, [])
 
     def token(self, chunk: Any, meta: dict[str, Any]) -> Iterable[tuple[str, str]]:
         """``on_chat_model_stream`` of one model chunk (other messages send none)."""
