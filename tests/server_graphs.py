@@ -125,3 +125,15 @@ _p.add_edge(START, "outer")
 _p.add_edge("outer", "child")
 _p.add_edge("child", END)
 nested_graph = _p
+
+
+def _toned(state: Ctx, config) -> dict:  # noqa: ANN001 - the run's config
+    tone = (config.get("configurable") or {}).get("tone", "plain")
+    return {"text": state["text"] + f"+{tone}"}
+
+
+_c = StateGraph(Ctx)
+_c.add_node("toned", _toned)
+_c.add_edge(START, "toned")
+_c.add_edge("toned", END)
+config_graph = _c

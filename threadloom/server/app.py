@@ -29,10 +29,10 @@ from threadloom.server import (
     routes_runs,
     routes_threads,
 )
+from threadloom.server.assistants_store import Assistants
 from threadloom.server.auth import Authenticate, authenticate, scope_for
 from threadloom.server.db import Database
 from threadloom.server.eventlog import EventLog
-from threadloom.server.graphs import Assistants
 from threadloom.server.http import JSON, ApiError, error_response
 from threadloom.server.queue import LocalRunQueue, RunQueue
 from threadloom.server.runs import RunManager
@@ -113,6 +113,7 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
         close_on_exit: close ``db`` and ``checkpointer`` when the app stops.
     """
     limits = limits or Limits()
+    assistants.bind(db)
     log_ = EventLog(db, max_event_bytes=limits.max_event_bytes)
     threads, runs = Threads(db), Runs(db)
     manager = RunManager(assistants, threads, runs, log_, queue or LocalRunQueue())
@@ -141,8 +142,9 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=list(cors_origins),
                                         allow_methods=["*"], allow_headers=["*"],
                                         expose_headers=["Location", "Content-Location"]))
-    routes = [*routes_meta.ROUTES, *routes_assistants.ROUTES, *routes_threads.ROUTES,
-              *routes_runs.ROUTES, *routes_openai.ROUTES]
+    # runs first: a stream request is matched without trying every other route first
+    routes = [*routes_runs.ROUTES, *routes_meta.ROUTES, *routes_assistants.ROUTES,
+              *routes_threads.ROUTES, *routes_openai.ROUTES]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={ApiError: _api_error, HTTPException: _http_error,
                                         Exception: _crash})

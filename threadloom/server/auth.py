@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCOPES = ("assistants:read", "threads:read", "threads:write", "runs:read", "runs:write")
-_READ_POSTS = ("/search", "/count", "/history", "/state/checkpoint")
+SCOPES = ("assistants:read", "assistants:write", "threads:read", "threads:write",
+          "runs:read", "runs:write")
+_READ_POSTS = ("/search", "/count", "/history", "/state/checkpoint", "/versions")
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,10 @@ def scope_for(method: str, path: str) -> str | None:
     head = parts[0]
     reads = method in ("GET", "HEAD") or (method == "POST" and path.endswith(_READ_POSTS))
     if head == "assistants":
-        return "assistants:read"
+        return "assistants:read" if reads else "assistants:write"
     if head == "v1":
         return "runs:read" if method == "GET" else "runs:write"
-    if head == "threads" and "runs" in parts[2:3]:
+    if head == "threads" and parts[2:3] in (["runs"], ["stream"]):  # runs and their events
         return "runs:read" if reads else "runs:write"
     if head == "threads":
         return "threads:read" if reads else "threads:write"

@@ -1,4 +1,4 @@
-"""The server's own tables (threads, runs, stream events) on SQLite or PostgreSQL.
+"""The server's own tables (threads, runs, stream events, assistants) on SQLite or PostgreSQL.
 
 They sit beside the checkpointer's tables: in a second SQLite file beside ``--db``
 (``x.db`` -> ``x.server.db``), or in the same PostgreSQL database and ``search_path``
@@ -45,6 +45,16 @@ SCHEMA = (
         run_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, data TEXT NOT NULL,
         at DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, seq))""",
     "CREATE INDEX IF NOT EXISTS tl_srv_events_at ON tl_srv_events (at)",
+    """CREATE TABLE IF NOT EXISTS tl_srv_assistants (
+        assistant_id TEXT PRIMARY KEY, owner TEXT NOT NULL, system INTEGER NOT NULL,
+        graph_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, version INTEGER NOT NULL,
+        config TEXT NOT NULL, context TEXT NOT NULL, metadata TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS tl_srv_assistant_versions (
+        assistant_id TEXT NOT NULL, version INTEGER NOT NULL, graph_id TEXT NOT NULL,
+        name TEXT NOT NULL, description TEXT, created_at TEXT NOT NULL,
+        config TEXT NOT NULL, context TEXT NOT NULL, metadata TEXT NOT NULL,
+        PRIMARY KEY (assistant_id, version))""",
 )
 
 

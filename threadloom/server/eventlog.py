@@ -118,6 +118,15 @@ class EventLog:
             live.wake()
             self._kick.set()
 
+    def discard(self, run_id: str) -> None:
+        """Forget a run's log opened for a run that was then not made (nothing of it is
+        written); its readers stop."""
+        live = self._live.pop(run_id, None)
+        if live is not None:
+            live.done = True
+            live.wake()
+            self._pending = [row for row in self._pending if row[0] != run_id]
+
     def is_live(self, run_id: str) -> bool:
         """Whether the run's log is open in this process."""
         live = self._live.get(run_id)
@@ -240,7 +249,7 @@ class EventLog:
         return await self.db.run(drop)
 
 
-def sse_frame(event: str, data: str, event_id: int | None) -> bytes:
+def sse_frame(event: str, data: str, event_id: int | str | None) -> bytes:
     """One SSE message: ``event:``, ``data:`` (the JSON has no newlines), optional ``id:``."""
     head = f"event: {event}\ndata: {data}\n"
     if event_id is not None:

@@ -21,6 +21,7 @@ from threadloom.engine.compiled import CompiledGraph
 from threadloom.redact import mask_urls
 from threadloom.server.eventlog import EventLog
 from threadloom.server.graphs import Assistant
+from threadloom.server.stream_events import EventsMapper
 from threadloom.server.stream_map import StreamMapper, engine_modes
 from threadloom.server.wire import dumps, interrupts_by_task, jsonable
 from threadloom.types import Command
@@ -155,15 +156,22 @@ class Executor:
         run_id, thread_id = job.run["run_id"], job.run["thread_id"]
         kwargs = job.run["kwargs"]
         graph = self.graph_for(job)
-        mapper = StreamMapper(kwargs.get("stream_mode") or ["values"])
         config = run_config(job, thread_id)
+        modes = kwargs.get("stream_mode") or ["values"]
+        events = EventsMapper(run_id, graph.name, config["metadata"]) if "events" in modes \
+            else None
+        mapper = StreamMapper(modes, events)
         subgraphs = bool(kwargs.get("subgraphs"))
+        graph_input = run_input(kwargs, job.resume)
+        if events is not None:
+            self.log.append(run_id, *events.start(kwargs.get("input")))
         try:
             stream = graph.astream(
-                run_input(kwargs, job.resume), config,
-                stream_mode=engine_modes(kwargs.get("stream_mode") or ["values"]),
+                graph_input, config,
+                stream_mode=engine_modes(modes),
                 subgraphs=subgraphs, durability=kwargs.get("durability"),
-                context=run_context(graph, kwargs.get("context")))
+                context=run_context(graph, {**job.assistant.context,
+                                            **(kwargs.get("context") or {})}))
             async for item in stream:
                 namespace, mode, payload = item if subgraphs else ((), *item)
                 for event, data in mapper.map(namespace, mode, payload):
@@ -183,6 +191,8 @@ class Executor:
         output = jsonable(mapper.last_values) if mapper.last_values is not None else None
         if interrupts and isinstance(output, dict):
             output["__interrupt__"] = [jsonable(i) for i in interrupts]
+        if events is not None:
+            self.log.append(run_id, *events.end(mapper.last_values))
         status = "interrupted" if (snap and snap.next) else "idle"
         return Outcome("success", output, status,
                        values=jsonable(snap.values) if snap else None,

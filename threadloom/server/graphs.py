@@ -126,7 +126,9 @@ def as_served_graph(obj: Any, checkpointer: Any, spec: str) -> CompiledGraph:
 
 @dataclass
 class Assistant:
-    """One served graph as an assistant (the body of ``GET /assistants/{id}``)."""
+    """One assistant: a served graph with its own config, context and metadata (the body
+    of ``GET /assistants/{id}``). The graph's own assistant (``created_by: system``) is
+    made at start; others by ``POST /assistants`` (see ``assistants_store.py``)."""
 
     graph_id: str
     graph: CompiledGraph
@@ -136,37 +138,22 @@ class Assistant:
     context: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=lambda: {"created_by": "system"})
     description: str | None = None
+    name: str = ""
+    version: int = 1
+    updated_at: str = ""
 
     def __post_init__(self) -> None:
         self.assistant_id = self.assistant_id or assistant_id_of(self.graph_id)
+        self.name = self.name or self.graph_id
+        self.updated_at = self.updated_at or self.created_at
 
     def json(self) -> dict[str, Any]:
         """The wire body."""
         return {"assistant_id": self.assistant_id, "graph_id": self.graph_id,
                 "config": self.config, "context": self.context, "metadata": self.metadata,
-                "name": self.graph_id, "created_at": self.created_at,
-                "updated_at": self.created_at, "version": 1, "description": self.description}
-
-
-class Assistants:
-    """The served assistants, by id and by graph name."""
-
-    def __init__(self, graphs: dict[str, CompiledGraph]) -> None:
-        self.by_graph = {name: Assistant(name, g) for name, g in graphs.items()}
-        self.by_id = {a.assistant_id: a for a in self.by_graph.values()}
-
-    def resolve(self, ident: str) -> Assistant | None:
-        """The assistant an id or a graph name names (as runs accept both)."""
-        return self.by_id.get(ident) or self.by_graph.get(ident)
-
-    def search(self, graph_id: str | None, name: str | None,
-               metadata: dict[str, Any] | None) -> list[Assistant]:
-        """The assistants matching every filter, newest first (as LangGraph lists them)."""
-        out = [a for a in self.by_graph.values()
-               if (graph_id is None or a.graph_id == graph_id)
-               and (name is None or a.graph_id == name)
-               and all(a.metadata.get(k) == v for k, v in (metadata or {}).items())]
-        return sorted(out, key=lambda a: a.created_at, reverse=True)
+                "name": self.name, "created_at": self.created_at,
+                "updated_at": self.updated_at, "version": self.version,
+                "description": self.description}
 
 
 def load_graphs(specs: dict[str, str], checkpointer: Any, base_dir: Path | None = None

@@ -20,9 +20,18 @@ TABLE: list[_T] = [
     ("get", "/ok", "Health check", None, {}),
     ("get", "/info", "Server version and features", None, {}),
     ("get", "/openapi.json", "This description", None, {}),
+    ("post", "/assistants", "Create an assistant", s.AssistantCreate, {}),
     ("post", "/assistants/search", "Search assistants", s.AssistantSearch, {}),
     ("post", "/assistants/count", "Count assistants", s.AssistantSearch, {}),
     ("get", "/assistants/{assistant_id}", "Get an assistant", None, {}),
+    ("patch", "/assistants/{assistant_id}", "Update an assistant (a new version)",
+     s.AssistantPatch, {}),
+    ("delete", "/assistants/{assistant_id}", "Delete an assistant", None,
+     {"delete_threads": "boolean"}),
+    ("post", "/assistants/{assistant_id}/versions", "An assistant's versions",
+     s.AssistantVersions, {}),
+    ("post", "/assistants/{assistant_id}/latest", "Set the assistant's latest version",
+     s.LatestVersion, {}),
     ("get", "/assistants/{assistant_id}/graph", "The assistant's graph", None,
      {"xray": "boolean"}),
     ("get", "/assistants/{assistant_id}/schemas", "The graph's schemas", None, {}),
@@ -58,6 +67,8 @@ TABLE: list[_T] = [
      {"stream_mode": "string", "cancel_on_disconnect": "boolean"}),
     ("post", "/threads/{thread_id}/runs/{run_id}/cancel", "Cancel a run", None,
      {"wait": "boolean", "action": "string"}),
+    ("get", "/threads/{thread_id}/stream", "Follow every run of the thread (SSE)", None,
+     {"stream_mode": "string"}),
     ("post", "/runs", "Create a stateless background run", s.RunCreate, {}),
     ("post", "/runs/stream", "Stateless run, streamed (SSE)", s.RunCreate, {}),
     ("post", "/runs/wait", "Stateless run, waited", s.RunCreate, {}),
@@ -69,7 +80,7 @@ TABLE: list[_T] = [
 ]
 
 _SSE = {"/threads/{thread_id}/runs/stream", "/runs/stream",
-        "/threads/{thread_id}/runs/{run_id}/stream"}
+        "/threads/{thread_id}/runs/{run_id}/stream", "/threads/{thread_id}/stream"}
 
 
 def _operation(method: str, path: str, summary: str, body: type[BaseModel] | None,

@@ -1,8 +1,9 @@
-"""``/assistants``: search, count, get, the graph drawing, schemas, subgraphs.
+"""``/assistants``: create, search, count, get, update (a new version), delete,
+versions, set the latest version; the graph drawing, schemas, subgraphs.
 
-Assistants are the served graphs (see ``graphs.py``); ``/assistants/{id}`` takes the
-assistant's UUID (422 for anything else, as LangGraph's server answers), while runs
-also take the graph name.
+Each served graph has its assistant, and ``POST /assistants`` makes more (see
+``assistants_store.py``); ``/assistants/{id}`` takes the assistant's UUID (422 for
+anything else, as LangGraph's server answers), while runs also take the graph name.
 """
 
 from __future__ import annotations
@@ -16,46 +17,154 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from threadloom.engine.compiled import CompiledGraph
+from threadloom.server.assistants_store import AssistantExists
 from threadloom.server.graphs import Assistant
-from threadloom.server.http import JSON, ApiError, body_as, not_found
-from threadloom.server.schemas import AssistantSearch
-from threadloom.server.state import server
+from threadloom.server.http import JSON, ApiError, body_as, not_found, query_bool
+from threadloom.server.schemas import (
+    AssistantCreate,
+    AssistantPatch,
+    AssistantSearch,
+    AssistantVersions,
+    LatestVersion,
+)
+from threadloom.server.state import owner, server
 from threadloom.types import END, START
 
 
-def _assistant(request: Request) -> Assistant:
-    ident = request.path_params["assistant_id"]
+def _uuid(ident: str) -> str:
     try:
         uuid.UUID(ident)
     except ValueError as exc:
         raise ApiError(422, "Invalid assistant ID: must be a UUID") from exc
-    found = server(request).assistants.by_id.get(ident)
+    return ident
+
+
+async def _assistant(request: Request) -> Assistant:
+    ident = _uuid(request.path_params["assistant_id"])
+    found = await server(request).assistants.get(owner(request), ident)
     if found is None:
         raise not_found("Assistant", ident)
     return found
+
+
+async def _unwritable(request: Request, ident: str) -> ApiError:
+    """404 for an assistant the caller does not see; 403 for one it sees but may not
+    change (a graph's own, on a server with keys)."""
+    if await server(request).assistants.get(owner(request), ident) is not None:
+        return ApiError(403, f"Assistant {ident} is its graph's own, shared by every caller: "
+                             "create your own with POST /assistants")
+    return not_found("Assistant", ident)
+
+
+def _graph_missing(graph_id: str) -> ApiError:
+    return ApiError(404, f"Graph with ID {graph_id} not found")
+
+
+async def create(request: Request) -> Response:
+    """``POST /assistants``: a new assistant on a served graph (409 when the id exists
+    under ``if_exists="raise"``, the default; ``do_nothing`` answers the one there)."""
+    state = server(request)
+    body = await body_as(request, AssistantCreate, state.limits.max_body_bytes)
+    if body.assistant_id is not None:
+        _uuid(body.assistant_id)
+    try:
+        made = await state.assistants.create(
+            owner(request), body.graph_id, assistant_id=body.assistant_id,
+            config=body.config, context=body.context, metadata=body.metadata,
+            name=body.name, description=body.description, if_exists=body.if_exists)
+    except KeyError as exc:
+        raise _graph_missing(body.graph_id) from exc
+    except AssistantExists as exc:
+        raise ApiError(409, f"Assistant with ID {exc} already exists") from exc
+    return JSON(made.json())
+
+
+async def update(request: Request) -> Response:
+    """``PATCH /assistants/{assistant_id}``: a new version, made the latest."""
+    state = server(request)
+    ident = _uuid(request.path_params["assistant_id"])
+    body = await body_as(request, AssistantPatch, state.limits.max_body_bytes)
+    try:
+        new = await state.assistants.update(owner(request), ident,
+                                            body.model_dump(exclude_none=True))
+    except KeyError as exc:
+        raise _graph_missing(str(body.graph_id)) from exc
+    if new is None:
+        raise await _unwritable(request, ident)
+    return JSON(new.json())
+
+
+async def delete(request: Request) -> Response:
+    """``DELETE /assistants/{assistant_id}`` (``delete_threads``: also the threads whose
+    ``metadata.assistant_id`` is this one)."""
+    state = server(request)
+    ident = _uuid(request.path_params["assistant_id"])
+    with_threads = query_bool(request, "delete_threads")
+    who = owner(request)
+    if not await state.assistants.delete(who, ident):
+        raise await _unwritable(request, ident)
+    if with_threads:
+        from threadloom.server.routes_threads import drop_thread
+
+        for thread in await state.threads.search(who, metadata={"assistant_id": ident}):
+            await drop_thread(state, who, thread["thread_id"])
+    return Response(status_code=204)
+
+
+async def versions(request: Request) -> Response:
+    """``POST /assistants/{assistant_id}/versions``: newest first."""
+    state = server(request)
+    ident = _uuid(request.path_params["assistant_id"])
+    body = await body_as(request, AssistantVersions, state.limits.max_body_bytes,
+                         allow_empty=True)
+    found = await state.assistants.versions(owner(request), ident, body.metadata,
+                                            body.limit, body.offset)
+    if found is None:
+        raise not_found("Assistant", ident)
+    return JSON(found)
+
+
+async def set_latest(request: Request) -> Response:
+    """``POST /assistants/{assistant_id}/latest``: make ``version`` the current one."""
+    state = server(request)
+    ident = _uuid(request.path_params["assistant_id"])
+    body = await body_as(request, LatestVersion, state.limits.max_body_bytes)
+    found = await state.assistants.set_latest(owner(request), ident, body.version)
+    if found is False:
+        raise ApiError(404, f"Assistant {ident} has no version {body.version}")
+    if not isinstance(found, Assistant):
+        raise await _unwritable(request, ident)
+    return JSON(found.json())
 
 
 async def search(request: Request) -> Response:
     """``POST /assistants/search``."""
     state = server(request)
     body = await body_as(request, AssistantSearch, state.limits.max_body_bytes)
-    found = state.assistants.search(body.graph_id, body.name, body.metadata)
-    if body.sort_by:
-        found.sort(key=lambda a: str(a.json()[body.sort_by]),  # type: ignore[index]
-                   reverse=body.sort_order != "asc")
-    return JSON([a.json() for a in found[body.offset:body.offset + body.limit]])
+    found = await state.assistants.search(
+        owner(request), graph_id=body.graph_id, name=body.name, metadata=body.metadata,
+        sort_by=body.sort_by, sort_order=body.sort_order)
+    page = [a.json() for a in found[body.offset:body.offset + body.limit]]
+    if body.select:
+        page = [{k: a.get(k) for k in body.select} for a in page]
+    headers = {}
+    if body.offset + body.limit < len(found):
+        headers["X-Pagination-Next"] = str(body.offset + body.limit)
+    return JSON(page, headers=headers)
 
 
 async def count(request: Request) -> Response:
     """``POST /assistants/count``."""
     state = server(request)
     body = await body_as(request, AssistantSearch, state.limits.max_body_bytes)
-    return JSON(len(state.assistants.search(body.graph_id, body.name, body.metadata)))
+    found = await state.assistants.search(owner(request), graph_id=body.graph_id,
+                                          name=body.name, metadata=body.metadata)
+    return JSON(len(found))
 
 
 async def get(request: Request) -> Response:
     """``GET /assistants/{assistant_id}``."""
-    return JSON(_assistant(request).json())
+    return JSON((await _assistant(request)).json())
 
 
 def graph_json(graph: CompiledGraph) -> dict[str, Any]:
@@ -82,7 +191,7 @@ def graph_json(graph: CompiledGraph) -> dict[str, Any]:
 
 async def get_graph(request: Request) -> Response:
     """``GET /assistants/{assistant_id}/graph``."""
-    return JSON(graph_json(_assistant(request).graph))
+    return JSON(graph_json((await _assistant(request)).graph))
 
 
 def json_schema(schema: Any) -> dict[str, Any] | None:
@@ -97,7 +206,7 @@ def json_schema(schema: Any) -> dict[str, Any] | None:
 
 async def get_schemas(request: Request) -> Response:
     """``GET /assistants/{assistant_id}/schemas``."""
-    assistant = _assistant(request)
+    assistant = await _assistant(request)
     builder = assistant.graph.builder
     return JSON({"graph_id": assistant.graph_id,
                  "input_schema": json_schema(builder.input_schema),
@@ -128,7 +237,7 @@ def subgraphs_of(graph: CompiledGraph, prefix: str = "", recurse: bool = False
 
 async def get_subgraphs(request: Request) -> Response:
     """``GET /assistants/{assistant_id}/subgraphs[/{namespace}]`` (``recurse``)."""
-    assistant = _assistant(request)
+    assistant = await _assistant(request)
     recurse = request.query_params.get("recurse", "").lower() in ("1", "true")
     found = subgraphs_of(assistant.graph, recurse=True if "namespace" in request.path_params
                          else recurse)
@@ -140,9 +249,14 @@ async def get_subgraphs(request: Request) -> Response:
 
 
 ROUTES = [
+    Route("/assistants", create, methods=["POST"]),
     Route("/assistants/search", search, methods=["POST"]),
     Route("/assistants/count", count, methods=["POST"]),
     Route("/assistants/{assistant_id}", get, methods=["GET"]),
+    Route("/assistants/{assistant_id}", update, methods=["PATCH"]),
+    Route("/assistants/{assistant_id}", delete, methods=["DELETE"]),
+    Route("/assistants/{assistant_id}/versions", versions, methods=["POST"]),
+    Route("/assistants/{assistant_id}/latest", set_latest, methods=["POST"]),
     Route("/assistants/{assistant_id}/graph", get_graph, methods=["GET"]),
     Route("/assistants/{assistant_id}/schemas", get_schemas, methods=["GET"]),
     Route("/assistants/{assistant_id}/subgraphs", get_subgraphs, methods=["GET"]),

@@ -66,7 +66,7 @@ async def completions(request: Request) -> Response:
     """``POST /v1/chat/completions``."""
     state = server(request)
     body = await body_as(request, ChatCompletion, state.limits.max_body_bytes)
-    assistant = state.manager.assistant(body.model)
+    assistant = await state.manager.assistant(owner(request), body.model)
     if "messages" not in assistant.graph.specs:
         raise ApiError(422, f"model: assistant {body.model!r} has no 'messages' state key")
     thread_id = _thread_of(request, body)

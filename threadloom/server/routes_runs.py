@@ -9,10 +9,10 @@ replays every stored event after ``Last-Event-ID`` and follows the run live.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,6 +22,7 @@ from threadloom.server.http import JSON, ApiError, body_as, query_bool, query_in
 from threadloom.server.http import validate as validate_body
 from threadloom.server.runs_store import FINISHED
 from threadloom.server.schemas import CancelMany, RunCreate
+from threadloom.server.sse import SSEStream
 from threadloom.server.state import ServerState, owner, server, thread_or_404
 
 PING_S = 15.0
@@ -65,9 +66,8 @@ async def _frames(state: ServerState, run: dict[str, Any], after: int, ids: bool
 
 def _sse(state: ServerState, run: dict[str, Any], after: int, ids: bool,
          wanted: frozenset[str] | None, cancel_on_disconnect: bool) -> Response:
-    return EventSourceResponse(
-        _frames(state, run, after, ids, wanted, cancel_on_disconnect), ping=PING_S,
-        headers=_paths(run))
+    return SSEStream(_frames(state, run, after, ids, wanted, cancel_on_disconnect),
+                     headers=_paths(run), ping_s=PING_S)
 
 
 async def _create(request: Request, stateless: bool) -> tuple[ServerState, dict[str, Any],
@@ -175,6 +175,80 @@ async def join_stream(request: Request) -> Response:
     return _sse(state, run, after, True, _wanted(modes), cancel)
 
 
+THREAD_MODES = frozenset({"run_modes", "lifecycle", "state_update"})
+_LIFECYCLE = frozenset({"metadata", "error"})
+
+
+def thread_cursor(value: str | None) -> tuple[int, int] | None:
+    """The ``(run ord, event seq)`` a thread stream's ``Last-Event-ID`` names: ``ORD-SEQ``
+    (the ids it sends), ``-`` for the start of the thread's first run; None when absent
+    (follow the thread from its unfinished runs on).
+
+    Raises:
+        ApiError: 422 for anything else.
+    """
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text == "-":
+        return (0, 0)
+    head, sep, tail = text.partition("-")
+    if not sep or not head.isdigit() or not tail.isdigit() or len(text) > 40:
+        raise ApiError(422, f"Last-Event-ID: expected ORD-SEQ or '-', got {text!r}")
+    return (int(head), int(tail))
+
+
+def _thread_passes(event: str, modes: frozenset[str]) -> bool:
+    if "run_modes" in modes:
+        return True
+    if "lifecycle" in modes and event in _LIFECYCLE:
+        return True
+    return "state_update" in modes and event.split("|", 1)[0] == "values"
+
+
+async def _thread_frames(state: ServerState, who: str, thread_id: str,
+                         cursor: tuple[int, int], modes: frozenset[str]
+                         ) -> AsyncIterator[bytes]:
+    ord_, seq = cursor
+    while True:
+        waiter = state.manager.watch(thread_id)
+        try:
+            for run_ord, run_id in await state.runs.since(who, thread_id, ord_):
+                async for event in state.log.read(run_id, seq if run_ord == ord_ else 0):
+                    if _thread_passes(event.event, modes):
+                        yield sse_frame(event.event, event.data, f"{run_ord}-{event.seq}")
+                ord_, seq = run_ord + 1, 0  # this run is over: on with the next one
+            await waiter
+        finally:
+            state.manager.unwatch(thread_id, waiter)
+
+
+async def thread_stream(request: Request) -> Response:
+    """``GET /threads/{id}/stream``: every run of the thread, one after another, as they
+    run (open until the client leaves). Ids are ``ORD-SEQ``; ``Last-Event-ID`` resumes
+    after one (``-``: from the thread's first run); without it the stream starts with the
+    thread's unfinished runs. ``stream_mode``: ``run_modes`` (every event, the default),
+    ``lifecycle`` (each run's ``metadata`` and ``error`` events), ``state_update`` (its
+    ``values``)."""
+    state = server(request)
+    thread = await thread_or_404(request, request.path_params["thread_id"])
+    modes = frozenset(m for m in request.query_params.getlist("stream_mode") +
+                      request.query_params.getlist("stream_modes") if m) or {"run_modes"}
+    unknown = sorted(modes - THREAD_MODES)
+    if unknown:
+        raise ApiError(422, f"stream_mode: unknown thread stream mode {unknown[0]!r}")
+    cursor = thread_cursor(request.headers.get("last-event-id"))
+    who = owner(request)
+    if cursor is None:
+        active = await state.runs.active(thread["thread_id"])
+        first = await state.runs.since(who, thread["thread_id"], 0) if active else []
+        ids = {r["run_id"] for r in active}
+        start = next((o for o, rid in first if rid in ids), None)
+        cursor = (start, 0) if start is not None else (time.time_ns(), 0)
+    return SSEStream(_thread_frames(state, who, thread["thread_id"], cursor,
+                                    frozenset(modes)), ping_s=PING_S)
+
+
 async def cancel_run(request: Request) -> Response:
     """``POST /threads/{id}/runs/{run_id}/cancel`` (``action=interrupt|rollback``,
     ``wait=1`` to answer when it has stopped)."""
@@ -228,6 +302,7 @@ ROUTES = [
     Route("/threads/{thread_id}/runs/{run_id}/join", join_run, methods=["GET"]),
     Route("/threads/{thread_id}/runs/{run_id}/stream", join_stream, methods=["GET"]),
     Route("/threads/{thread_id}/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/threads/{thread_id}/stream", thread_stream, methods=["GET"]),
     Route("/runs", create_run, methods=["POST"]),
     Route("/runs/stream", stream_run, methods=["POST"]),
     Route("/runs/wait", wait_run, methods=["POST"]),

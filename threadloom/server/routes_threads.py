@@ -17,8 +17,15 @@ from threadloom.server.schemas import (
     ThreadPatch,
     ThreadSearch,
 )
-from threadloom.server.state import owner, server, thread_assistant, thread_or_404
+from threadloom.server.state import (
+    ServerState,
+    owner,
+    server,
+    thread_assistant,
+    thread_or_404,
+)
 from threadloom.server.wire import checkpoint_ref, jsonable, snapshot_json
+from threadloom.workers import to_worker
 
 EMPTY_STATE: dict[str, Any] = {
     "values": {}, "next": [], "tasks": [], "metadata": None, "created_at": None,
@@ -81,35 +88,65 @@ async def delete_thread(request: Request) -> Response:
     state = server(request)
     thread_id = request.path_params["thread_id"]
     await thread_or_404(request, thread_id)
+    await drop_thread(state, owner(request), thread_id)
+    return Response(status_code=204)
+
+
+async def drop_thread(state: ServerState, who: str, thread_id: str) -> None:
+    """Delete one of ``who``'s threads: its runs (cancelled first), their events, its
+    checkpoints."""
     for run_id in state.manager.queue.active(thread_id):
         await state.manager.cancel_run(run_id, "interrupt")
-    await state.threads.delete(owner(request), thread_id)
+    await state.threads.delete(who, thread_id)
     cp = state.checkpointer
     adelete = getattr(cp, "adelete_thread", None)
     if adelete is not None:
         await adelete(thread_id)
     else:
         cp.delete_thread(thread_id)
-    return Response(status_code=204)
 
 
 async def copy_thread(request: Request) -> Response:
-    """``POST /threads/{thread_id}/copy``: a new thread with the same metadata and the
-    latest values (a copy starts a new history)."""
+    """``POST /threads/{thread_id}/copy``: a new thread with the same metadata, status,
+    values and interrupts, and a copy of every checkpoint (every namespace, with the
+    same ids, parents and pending writes), so its history is the source's, as
+    LangGraph's server copies it."""
     state = server(request)
     source = await thread_or_404(request, request.path_params["thread_id"])
     copy, _ = await state.threads.create(owner(request), None, source["metadata"])
-    assistant = thread_assistant(state, source)
-    if assistant is not None:
-        snap = await assistant.graph.aget_state({"configurable": {
-            "thread_id": source["thread_id"]}})
-        if snap.created_at is not None:
-            await assistant.graph.aupdate_state(
-                {"configurable": {"thread_id": copy["thread_id"]}}, snap.values)
-            copy["values"] = jsonable(snap.values)
-            await state.threads.set_state(copy["thread_id"], status="idle",
-                                          values=copy["values"])
+    await to_worker(copy_checkpoints, state.checkpointer, source["thread_id"],
+                    copy["thread_id"])
+    status = source["status"] if source["status"] != "busy" else "idle"
+    await state.threads.set_state(copy["thread_id"], status=status, values=source["values"],
+                                  interrupts=source["interrupts"], error=source["error"])
+    copy.update(status=status, values=source["values"], interrupts=source["interrupts"],
+                error=source["error"])
     return JSON(copy)
+
+
+def copy_checkpoints(cp: Any, source: str, target: str) -> int:
+    """Write every checkpoint of thread ``source`` (oldest first, every namespace, with
+    its pending writes) into thread ``target``; returns how many."""
+    items = sorted(cp.list({"configurable": {"thread_id": source}}),
+                   key=lambda t: t.checkpoint["id"])
+    for item in items:
+        conf = item.config["configurable"]
+        ns = conf.get("checkpoint_ns", "")
+        parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        metadata = dict(item.metadata)
+        if "thread_id" in metadata:
+            metadata["thread_id"] = target
+        at = {"configurable": {"thread_id": target, "checkpoint_ns": ns}}
+        if parent:
+            at["configurable"]["checkpoint_id"] = parent
+        saved = cp.put(at, item.checkpoint, metadata,
+                       dict(item.checkpoint.get("channel_versions") or {}))
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for write in item.pending_writes or ():
+            by_task.setdefault(write.task_id, []).append((write.channel, write.value))
+        for task_id, writes in by_task.items():
+            cp.put_writes(saved, writes, task_id)
+    return len(items)
 
 
 def _config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> dict[str, Any]:

@@ -21,9 +21,11 @@ import asyncio
 import contextlib
 from typing import Any
 
+from threadloom.server.assistants_store import Assistants
+from threadloom.server.db import Tx
 from threadloom.server.eventlog import EventLog
 from threadloom.server.executor import Executor, Outcome, RunJob
-from threadloom.server.graphs import Assistant, Assistants
+from threadloom.server.graphs import Assistant
 from threadloom.server.http import ApiError, not_found
 from threadloom.server.queue import RunQueue
 from threadloom.server.runs_store import FINISHED, Runs
@@ -50,17 +52,38 @@ class RunManager:
         self._done: dict[str, asyncio.Event] = {}
         self._outputs: dict[str, Any] = {}  # output of runs that ended here, until read
         self._cancel_action: dict[str, str] = {}
+        self._watchers: dict[str, list[asyncio.Future[None]]] = {}
         queue.bind(self._execute)
+
+    def watch(self, thread_id: str) -> asyncio.Future[None]:
+        """A future set when the next run is made on the thread (take it before reading
+        the thread's runs, so a run made meanwhile is not missed; ``unwatch`` it after)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watchers.setdefault(thread_id, []).append(waiter)
+        return waiter
+
+    def unwatch(self, thread_id: str, waiter: asyncio.Future[None]) -> None:
+        """Forget a ``watch`` future (done or not)."""
+        left = self._watchers.get(thread_id)
+        if left is not None and waiter in left:
+            left.remove(waiter)
+            if not left:
+                del self._watchers[thread_id]
+
+    def _run_made(self, thread_id: str) -> None:
+        for waiter in self._watchers.pop(thread_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     # -- making runs -------------------------------------------------------------------
 
-    def assistant(self, ident: str) -> Assistant:
-        """The assistant a run names (by id or graph name).
+    async def assistant(self, owner: str, ident: str) -> Assistant:
+        """The assistant a run names (by id or graph name), at its latest version.
 
         Raises:
             ApiError: 404 naming it.
         """
-        found = self.assistants.resolve(ident)
+        found = await self.assistants.resolve(owner, ident)
         if found is None:
             raise not_found("Assistant", ident)
         return found
@@ -80,52 +103,64 @@ class RunManager:
             ApiError: 404 unknown assistant or thread (``if_not_exists="reject"``);
                 409 a busy thread under ``reject``; 422 ``input`` and ``command`` both.
         """
-        assistant = self.assistant(body.assistant_id)
-        if body.input is not None and body.command is not None:
-            raise ApiError(422, "input and command: give one of them, not both")
-        if "events" in body.modes():
-            raise ApiError(422, "stream_mode: 'events' is not supported by threadloom serve; "
-                                "use values, updates, messages-tuple, messages, custom, debug")
-        temporary = thread_id is None
-        thread_id = await self._thread_for(owner, thread_id, body, temporary)
         strategy = body.multitask_strategy or default_strategy
-        active = self.queue.active(thread_id)
-        if active:
-            if strategy == "reject":
-                raise ApiError(409, BUSY_DETAIL)
-            if strategy in ("interrupt", "rollback"):
-                for other in active:
-                    await self.cancel_run(other, strategy)
-        run = self._record(assistant, thread_id, body, strategy, temporary)
-        await self.runs.insert(run, owner)
-        await self.log.open(run["run_id"])
-        self.log.append(run["run_id"], "metadata", dumps({"run_id": run["run_id"],
-                                                          "attempt": 1}))
-        await self.threads.set_state(thread_id, status="busy", state_changed=False,
-                                     metadata={"graph_id": assistant.graph_id,
-                                               "assistant_id": assistant.assistant_id})
-        self._jobs[run["run_id"]] = RunJob(run, owner, assistant)
-        self._done[run["run_id"]] = asyncio.Event()
-        await self.queue.submit(thread_id, run["run_id"])
+        if thread_id is not None and self.queue.active(thread_id):
+            await self._make_room(owner, thread_id, strategy)
+        run_id = uuid7()
+        # The log opens before the row exists, so whoever finds the row finds its log.
+        await self.log.open(run_id)
+        try:  # one transaction from request to queued run: the first event waits on no more
+            assistant, run = await self.runs.db.run(lambda tx: self._admit(
+                tx, owner, thread_id, body, strategy, run_id))
+        except BaseException:
+            self.log.discard(run_id)
+            raise
+        self.log.append(run_id, "metadata", dumps({"run_id": run_id, "attempt": 1}))
+        self._jobs[run_id] = RunJob(run, owner, assistant)
+        self._done[run_id] = asyncio.Event()
+        self._run_made(run["thread_id"])
+        await self.queue.submit(run["thread_id"], run_id)
         return run
 
-    async def _thread_for(self, owner: str, thread_id: str | None, body: RunCreate,
-                          temporary: bool) -> str:
-        if temporary:
-            thread, _ = await self.threads.create(owner, None, None, temporary=(
-                body.on_completion != "keep"))
-            return str(thread["thread_id"])
-        tid = str(thread_id)
-        if await self.threads.get(owner, tid) is not None:
-            return tid
-        if body.if_not_exists == "create" and await self.threads.owner_of(tid) is None:
-            await self.threads.create(owner, tid, None)
-            return tid
-        raise not_found("Thread", tid)
+    async def _make_room(self, owner: str, thread_id: str, strategy: str) -> None:
+        """The thread runs another run: 404 when it is not the caller's, 409 under
+        ``reject``; ``interrupt``/``rollback`` cancel the active runs."""
+        if await self.threads.get(owner, thread_id) is None:
+            raise not_found("Thread", thread_id)
+        if strategy == "reject":
+            raise ApiError(409, BUSY_DETAIL)
+        if strategy in ("interrupt", "rollback"):
+            for other in self.queue.active(thread_id):
+                await self.cancel_run(other, strategy)
+
+    def _admit(self, tx: Tx, owner: str, thread_id: str | None, body: RunCreate,
+               strategy: str, run_id: str) -> tuple[Assistant, dict[str, Any]]:
+        """In one transaction: the assistant, the thread (made when temporary or
+        ``if_not_exists="create"``) marked busy, the run's row."""
+        assistant = self.assistants.resolve_tx(tx, owner, body.assistant_id)
+        if assistant is None:
+            raise not_found("Assistant", body.assistant_id)
+        if body.input is not None and body.command is not None:
+            raise ApiError(422, "input and command: give one of them, not both")
+        temporary = thread_id is None
+        if thread_id is None:
+            thread_id = str(Threads.create_tx(tx, owner, None, None, temporary=(
+                body.on_completion != "keep"))[0]["thread_id"])
+        marks = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+        if Threads.claim_tx(tx, owner, thread_id, marks) is None:
+            if body.if_not_exists != "create" or tx.execute(
+                    "SELECT 1 FROM tl_srv_threads WHERE thread_id = ?",
+                    (thread_id,)).fetchone() is not None:
+                raise not_found("Thread", thread_id)
+            Threads.create_tx(tx, owner, thread_id, None)
+            Threads.claim_tx(tx, owner, thread_id, marks)
+        run = self._record(assistant, thread_id, body, strategy, temporary, run_id)
+        Runs.insert_tx(tx, run, owner)
+        return assistant, run
 
     @staticmethod
     def _record(assistant: Assistant, thread_id: str, body: RunCreate, strategy: str,
-                temporary: bool) -> dict[str, Any]:
+                temporary: bool, run_id: str) -> dict[str, Any]:
         now = now_iso()
         kwargs = {
             "input": jsonable(body.input),
@@ -138,7 +173,7 @@ class RunManager:
                                                     if body.checkpoint else None),
             "durability": body.durability, "on_disconnect": body.on_disconnect or "continue",
         }
-        return {"run_id": uuid7(), "thread_id": thread_id,
+        return {"run_id": run_id, "thread_id": thread_id,
                 "assistant_id": assistant.assistant_id, "created_at": now, "updated_at": now,
                 "status": "pending", "metadata": jsonable(body.metadata or {}),
                 "kwargs": kwargs, "multitask_strategy": strategy}
@@ -272,7 +307,7 @@ class RunManager:
         Their temporary threads are kept until they end."""
         count = 0
         for run, owner in await self.runs.unfinished():
-            assistant = self.assistants.by_id.get(run["assistant_id"])
+            assistant = await self.assistants.get(owner, run["assistant_id"])
             if assistant is None:
                 await self.runs.set_status(run["run_id"], "error", {"__error__": {
                     "error": "AssistantNotFound", "message": "its graph is no longer served"}},
@@ -296,10 +331,16 @@ class RunManager:
 
 
 async def _latest_checkpoint(assistant: Assistant, thread_id: str) -> str | None:
+    """The id of the thread's latest root checkpoint (None: it has none): one read of
+    the checkpointer, not a whole state snapshot."""
+    cp = assistant.graph.checkpointer
+    if cp is None:
+        return None
     with contextlib.suppress(Exception):
-        snap = await assistant.graph.aget_state({"configurable": {"thread_id": thread_id}})
-        if snap.created_at is not None:
-            return str(snap.config["configurable"].get("checkpoint_id"))
+        found = await _call(cp, "get_tuple", {"configurable": {"thread_id": thread_id,
+                                                               "checkpoint_ns": ""}})
+        if found is not None:
+            return str(found.config["configurable"].get("checkpoint_id"))
     return None
 
 

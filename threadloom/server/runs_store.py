@@ -35,12 +35,17 @@ class Runs:
 
     async def insert(self, run: dict[str, Any], owner: str) -> None:
         """Store a new run (a dict shaped as ``_row`` returns)."""
-        await self.db.run(lambda tx: tx.execute(
+        await self.db.run(lambda tx: self.insert_tx(tx, run, owner))
+
+    @staticmethod
+    def insert_tx(tx: Tx, run: dict[str, Any], owner: str) -> None:
+        """``insert`` inside the caller's transaction."""
+        tx.execute(
             f"INSERT INTO tl_srv_runs ({_COLS}, owner, ord) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?)", (run["run_id"], run["thread_id"], run["assistant_id"], run["created_at"],
                       run["updated_at"], run["status"], dumps(run["metadata"]),
                       dumps(run["kwargs"]), run["multitask_strategy"], owner,
-                      time.time_ns())))
+                      time.time_ns()))
 
     async def get(self, owner: str, thread_id: str | None, run_id: str) -> dict[str, Any] | None:
         """The run (of that thread when ``thread_id`` is given), or None."""
@@ -97,6 +102,15 @@ class Runs:
             tx.execute("DELETE FROM tl_srv_events WHERE run_id = ?", (run_id,))
             return True
         return await self.db.run(drop)
+
+    async def since(self, owner: str, thread_id: str, ord_: int
+                    ) -> builtins.list[tuple[int, str]]:
+        """``(ord, run_id)`` of the thread's runs numbered ``ord_`` or later, oldest first
+        (``ord`` orders a thread's runs: the thread stream's event ids start with it)."""
+        rows = await self.db.run(lambda tx: tx.execute(
+            "SELECT ord, run_id FROM tl_srv_runs WHERE thread_id = ? AND owner = ? AND "
+            "ord >= ? ORDER BY ord, run_id", (thread_id, owner, ord_)).fetchall())
+        return [(int(o), str(r)) for o, r in rows]
 
     async def active(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """The thread's pending and running runs, oldest first."""

@@ -139,6 +139,45 @@ class AssistantSearch(Body):
     offset: int = Field(default=0, ge=0)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
+
+
+class AssistantCreate(Body):
+    """``POST /assistants``."""
+
+    graph_id: str = Field(min_length=1, max_length=200)
+    assistant_id: str | None = Field(default=None, max_length=200)
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    name: str | None = Field(default=None, max_length=1000)
+    description: str | None = None
+
+
+class AssistantPatch(Body):
+    """``PATCH /assistants/{id}``: what the new version changes."""
+
+    graph_id: str | None = Field(default=None, min_length=1, max_length=200)
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = Field(default=None, max_length=1000)
+    description: str | None = None
+
+
+class AssistantVersions(Body):
+    """``POST /assistants/{id}/versions``."""
+
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=0, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class LatestVersion(Body):
+    """``POST /assistants/{id}/latest``."""
+
+    version: int = Field(ge=1)
 
 
 class CancelMany(Body):

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.server.app import create_app
+from threadloom.server.assistants_store import Assistants
 from threadloom.server.config import ConfigError, ServerConfig
 from threadloom.server.db import Database
-from threadloom.server.graphs import Assistants, GraphLoadError, load_graphs
+from threadloom.server.graphs import GraphLoadError, load_graphs
 from threadloom.server.state import Limits
 
 

@@ -8,10 +8,11 @@ from typing import Any
 
 from starlette.requests import Request
 
+from threadloom.server.assistants_store import Assistants
 from threadloom.server.auth import ANONYMOUS, Authenticate, Principal
 from threadloom.server.db import Database
 from threadloom.server.eventlog import DEFAULT_MAX_EVENT_BYTES, EventLog
-from threadloom.server.graphs import Assistant, Assistants
+from threadloom.server.graphs import Assistant
 from threadloom.server.http import DEFAULT_MAX_BODY, ApiError, not_found
 from threadloom.server.runs import RunManager
 from threadloom.server.runs_store import Runs

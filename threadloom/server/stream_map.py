@@ -15,19 +15,22 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from threadloom.messages.types import AIMessageChunk, BaseMessage
+from threadloom.server.stream_events import EventsMapper
 from threadloom.server.wire import dumps, jsonable, message_json
 
 WIRE_TO_ENGINE = {"values": "values", "updates": "updates", "messages-tuple": "messages",
                   "messages": "messages", "custom": "custom", "debug": "debug",
                   "tasks": "debug", "checkpoints": "checkpoints"}
-UNSUPPORTED = frozenset({"events"})
 
 
 def engine_modes(wire: Sequence[str]) -> list[str]:
     """The engine modes a run streams with: those ``wire`` needs, plus ``values`` and
-    ``updates`` (the run's output and interrupts come from them)."""
+    ``updates`` (the run's output and interrupts come from them); ``events`` needs
+    ``debug`` and ``messages``."""
     modes = {"values", "updates"}
     modes.update(WIRE_TO_ENGINE[m] for m in wire if m in WIRE_TO_ENGINE)
+    if "events" in wire:
+        modes.update(("debug", "messages"))
     return sorted(modes)
 
 
@@ -38,10 +41,11 @@ class StreamMapper:
         wire_modes: the modes the client asked for.
     """
 
-    def __init__(self, wire_modes: Sequence[str]) -> None:
+    def __init__(self, wire_modes: Sequence[str], events: EventsMapper | None = None) -> None:
         self.wire = frozenset(wire_modes)
         self.last_values: Any = None
         self._seen_messages: dict[str, BaseMessage] = {}
+        self.events = events if "events" in self.wire else None
 
     def map(self, namespace: tuple[str, ...], mode: str, payload: Any
             ) -> Iterable[tuple[str, str]]:
@@ -56,8 +60,12 @@ class StreamMapper:
             if "updates" in self.wire:
                 yield "updates" + suffix, dumps(payload)
         elif mode == "messages":
+            if self.events is not None and not namespace:
+                yield from self.events.token(*payload)
             yield from self._messages(suffix, payload)
         elif mode == "debug":
+            if self.events is not None and not namespace:
+                yield from self.events.debug(payload)
             if "debug" in self.wire:
                 yield "debug" + suffix, dumps(payload)
             if "tasks" in self.wire and isinstance(payload, dict) and \

@@ -53,31 +53,54 @@ class Threads:
             KeyError: the id exists (unless ``if_exists="do_nothing"``), or belongs to
                 another owner.
         """
+        return await self.db.run(lambda tx: self.create_tx(
+            tx, owner, thread_id, metadata, if_exists=if_exists, temporary=temporary))
+
+    @staticmethod
+    def create_tx(tx: Tx, owner: str, thread_id: str | None, metadata: dict[str, Any] | None,
+                  *, if_exists: str | None = None, temporary: bool = False
+                  ) -> tuple[dict[str, Any], bool]:
+        """``create`` inside the caller's transaction."""
         tid = thread_id or uuid7()
         now = now_iso()
-
-        def insert(tx: Tx) -> tuple[dict[str, Any], bool]:
-            found = tx.execute(f"SELECT owner, {_COLS} FROM tl_srv_threads WHERE thread_id = ?",
-                               (tid,)).fetchone()
-            if found is not None:
-                if found[0] == owner and if_exists == "do_nothing":
-                    return _row(found[1:]), False
-                raise KeyError(tid)
-            tx.execute("INSERT INTO tl_srv_threads (thread_id, owner, created_at, updated_at, "
-                       "state_updated_at, metadata, status, config, vals, interrupts, error, "
-                       "temporary) VALUES (?, ?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL, ?)",
-                       (tid, owner, now, now, now, dumps(metadata or {}), int(temporary)))
-            return {"thread_id": tid, "created_at": now, "updated_at": now,
-                    "state_updated_at": now, "metadata": metadata or {}, "status": "idle",
-                    "config": {}, "values": None, "interrupts": {}, "error": None}, True
-        return await self.db.run(insert)
+        found = tx.execute(f"SELECT owner, {_COLS} FROM tl_srv_threads WHERE thread_id = ?",
+                           (tid,)).fetchone() if thread_id is not None else None
+        if found is not None:
+            if found[0] == owner and if_exists == "do_nothing":
+                return _row(found[1:]), False
+            raise KeyError(tid)
+        tx.execute("INSERT INTO tl_srv_threads (thread_id, owner, created_at, updated_at, "
+                   "state_updated_at, metadata, status, config, vals, interrupts, error, "
+                   "temporary) VALUES (?, ?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL, ?)",
+                   (tid, owner, now, now, now, dumps(metadata or {}), int(temporary)))
+        return {"thread_id": tid, "created_at": now, "updated_at": now,
+                "state_updated_at": now, "metadata": metadata or {}, "status": "idle",
+                "config": {}, "values": None, "interrupts": {}, "error": None}, True
 
     async def get(self, owner: str, thread_id: str) -> dict[str, Any] | None:
         """The thread, or None when it does not exist for this owner."""
-        row = await self.db.run(lambda tx: tx.execute(
-            f"SELECT {_COLS} FROM tl_srv_threads WHERE thread_id = ? AND owner = ?",
-            (thread_id, owner)).fetchone())
+        return await self.db.run(lambda tx: self.get_tx(tx, owner, thread_id))
+
+    @staticmethod
+    def get_tx(tx: Tx, owner: str, thread_id: str) -> dict[str, Any] | None:
+        """``get`` inside the caller's transaction."""
+        row = tx.execute(f"SELECT {_COLS} FROM tl_srv_threads WHERE thread_id = ? AND "
+                         "owner = ?", (thread_id, owner)).fetchone()
         return _row(row) if row is not None else None
+
+    @staticmethod
+    def claim_tx(tx: Tx, owner: str, thread_id: str, metadata: dict[str, Any]
+                 ) -> dict[str, Any] | None:
+        """Mark one of ``owner``'s threads ``busy`` for a new run and merge ``metadata``
+        into its own (two statements); None when this owner has no such thread."""
+        row = tx.execute("SELECT metadata FROM tl_srv_threads WHERE thread_id = ? AND "
+                         "owner = ?", (thread_id, owner)).fetchone()
+        if row is None:
+            return None
+        merged = {**json.loads(row[0]), **metadata}
+        tx.execute("UPDATE tl_srv_threads SET status = 'busy', metadata = ?, updated_at = ? "
+                   "WHERE thread_id = ?", (dumps(merged), now_iso(), thread_id))
+        return merged
 
     async def owner_of(self, thread_id: str) -> str | None:
         """Who owns the thread (None when it does not exist)."""
