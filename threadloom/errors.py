@@ -4,7 +4,7 @@ The tree, as httpx draws its own::
 
     ThreadloomError
     ├── GraphBuildError            raised by the builder and compile(): the graph is wrong
-    │   └── GraphValidationError   unknown/unreachable nodes, dead ends, bad names
+    │   └── GraphValidationError   unknown nodes, no entry point, bad names
     ├── GraphRunError              raised while a graph runs
     │   ├── InvalidUpdateError     a node wrote something the state cannot take
     │   ├── GraphRecursionError    recursion_limit super-steps passed without finishing

@@ -111,7 +111,8 @@ class RetryPolicy:
         backoff_factor: multiplier of the interval after each retry.
         max_interval: cap on the interval, in seconds.
         jitter: add up to 100% random jitter to each interval.
-        retry_on: an exception class, a tuple of them, or a predicate ``exc -> bool``.
+        retry_on: an exception class, a tuple or list of them, or a predicate
+            ``exc -> bool``.
     """
 
     max_attempts: int = 3
@@ -120,14 +121,17 @@ class RetryPolicy:
     max_interval: float = 128.0
     jitter: bool = True
     retry_on: (
-        type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+        type[BaseException]
+        | tuple[type[BaseException], ...]
+        | list[type[BaseException]]
+        | Callable[[BaseException], bool]
     ) = field(default=_default_retry_on)
 
     def should_retry(self, exc: BaseException) -> bool:
         """Whether ``exc`` is one this policy retries."""
         rule = self.retry_on
-        if isinstance(rule, type | tuple):
-            return isinstance(exc, rule)
+        if isinstance(rule, type | tuple | list):  # a list of classes, as LangGraph allows
+            return isinstance(exc, tuple(rule) if isinstance(rule, list) else rule)
         return bool(rule(exc))
 
     def interval(self, attempt: int) -> float:

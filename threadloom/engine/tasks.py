@@ -211,10 +211,13 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
 def _retry_delay(node: NodeSpec, exc: Exception, attempt: int) -> float | None:
     """Seconds to wait before retrying ``node`` after failed attempt ``attempt`` with
     ``exc``, or None when its ``RetryPolicy`` does not retry it (or it has none)."""
-    policy = node.retry
-    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+    policies = node.retry
+    if policies is None:
         return None
-    return policy.interval(attempt)
+    for policy in policies:  # the first policy that retries this error applies
+        if policy.should_retry(exc):
+            return None if attempt >= policy.max_attempts else policy.interval(attempt)
+    return None
 
 
 def _debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any) -> None:
