@@ -142,7 +142,7 @@ class CompiledGraph(ThreadState):
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "values",
+        stream_mode: str | Sequence[str] | None = None,
         subgraphs: bool = False,
         thread_id: str | None = None,
         recursion_limit: int | None = None,
@@ -157,7 +157,8 @@ class CompiledGraph(ThreadState):
                 ``Command(resume=...)``.
             config: ``{"configurable": {"thread_id": ..., "checkpoint_id": ...},
                 "recursion_limit": 25, "tags": [...]}``.
-            stream_mode: one mode or a list (then ``(mode, chunk)`` pairs are yielded).
+            stream_mode: one mode or a list (then ``(mode, chunk)`` pairs are yielded);
+                None (the default) is ``"updates"``, as for LangGraph's compiled graphs.
             subgraphs: yield ``(namespace, chunk)`` and include subgraphs' own steps.
             thread_id: shortcut for ``config["configurable"]["thread_id"]``.
             recursion_limit: shortcut for ``config["recursion_limit"]`` (default 25).
@@ -170,7 +171,7 @@ class CompiledGraph(ThreadState):
             Whatever the run raises, after every event before it was yielded. Closing the
             iterator early cancels the running nodes; the thread stays resumable.
         """
-        modes, single = normalize_modes(stream_mode)
+        modes, single = normalize_modes("updates" if stream_mode is None else stream_mode)
         cfg = self._config(config, thread_id, recursion_limit)
         sink = StreamSink(modes, subgraphs)
         loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
