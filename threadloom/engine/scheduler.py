@@ -228,6 +228,8 @@ class RunLoop(Persistence):
                 await self._record_writes(task)
 
         running = [asyncio.ensure_future(one(t)) for t in todo]
+        for fut in running:  # no task's error goes unretrieved, whatever ends the wait
+            fut.add_done_callback(_retrieve)
         try:
             done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
         except BaseException:
@@ -239,11 +241,15 @@ class RunLoop(Persistence):
             fut.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        for task, fut in zip(todo, running, strict=True):
-            if fut.done() and not fut.cancelled() and fut.exception() is not None:
-                error = fut.exception()
-                await self._record_error(task, error)  # type: ignore[arg-type]
-                raise error  # type: ignore[misc]
+        errors = [  # of the tasks that failed on their own (not those cancelled here)
+            (task, fut.exception())
+            for task, fut in zip(todo, running, strict=True)
+            if fut in done and not fut.cancelled() and fut.exception() is not None
+        ]
+        for task, error in errors:  # every failed task's error is saved (as LangGraph)
+            await self._record_error(task, error)  # type: ignore[arg-type]
+        if errors:
+            raise errors[0][1]  # type: ignore[misc]  # the first in task order
 
     # -- emit --------------------------------------------------------------
 
@@ -265,3 +271,9 @@ class RunLoop(Persistence):
         """The state restricted to the output keys (channels without a value are left out)."""
         values = self.values
         return {key: values[key] for key in self.graph.output_keys if key in values}
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a finished task's error as retrieved (it is raised or recorded elsewhere)."""
+    if not fut.cancelled():
+        fut.exception()
