@@ -76,7 +76,11 @@ class RunLoop(Persistence):
         self.context = context
         self.namespace = namespace
         self.sink = sink
-        self.inline_sync = True
+        # A lone sync task runs inline on a sync run's calling thread, except when its
+        # custom/messages chunks must reach the consumer while it runs (as LangGraph runs
+        # it in the background then): inline, the loop could not deliver them live.
+        self.inline_lone = emit is None or not ({"custom", "messages"} & modes)
+        self.inline_sync = self.inline_lone
         self.lease: Any = None
         self.message_ids: set[str] = set()  # messages already sent to the messages mode
         self.channels: dict[str, Channel] = graph.channels
@@ -195,11 +199,12 @@ class RunLoop(Persistence):
 
     async def _run(self, tasks: list[Task]) -> list[TaskResult]:
         """Run a step's tasks concurrently; a lone task that still has to run runs inline
-        (a sync node then runs on the calling thread of a sync run)."""
+        (a sync node then runs on the calling thread of a sync run, unless it streams
+        ``custom``/``messages`` chunks, which must reach the consumer live)."""
         if len(tasks) != 1 or tasks[0].result is not None:
             return await self._run_tasks(tasks)
         task = tasks[0]
-        self.inline_sync = True
+        self.inline_sync = self.inline_lone
         try:
             task.result = await run_task(self, task)
         except GraphInterrupt as gi:
