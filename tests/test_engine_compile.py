@@ -224,3 +224,65 @@ def test_add_node_after_compile_warns_and_leaves_the_compiled_graph(caplog):
     assert "already compiled" in caplog.text
     assert app.invoke({"n": 0})["path"] == ["a"]
     assert g.compile().invoke({"n": 0})["path"] == ["a", "late"]
+
+
+def test_build_errors_are_value_errors_and_name_the_unknown_node_as_langgraph():
+    g = StateGraph(S)
+    g.add_node(step("start"))
+    g.add_edge(START, "start")
+    g.add_edge("unknown", "start")
+    with pytest.raises(ValueError, match="Found edge starting at unknown node 'unknown'"):
+        g.compile()
+    with pytest.raises(ValueError):
+        StateGraph(S).add_sequence([])
+    with pytest.raises(ValueError):
+        StateGraph(S).add_sequence([step("x"), step("x")])
+
+
+def test_recursion_error_is_a_recursion_error():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_edge(START, "a")
+    g.add_edge("a", "a")
+    with pytest.raises(RecursionError):
+        g.compile().invoke({"n": 0}, recursion_limit=2)
+
+
+def test_compile_refuses_what_is_not_a_checkpointer():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_edge(START, "a")
+
+    class NotACheckpointer:
+        pass
+
+    with pytest.raises(TypeError, match="Invalid checkpointer provided"):
+        g.compile(checkpointer=NotACheckpointer())
+
+
+def test_retry_on_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match="retry_on must be an Exception class"):
+        RetryPolicy(retry_on=123).should_retry(ValueError("x"))  # type: ignore[arg-type]
+    assert RetryPolicy(retry_on=()).should_retry(ValueError("x")) is False
+
+
+def test_set_conditional_entry_point():
+    g = StateGraph(S)
+    g.add_node(step("big"))
+    g.add_node(step("small"))
+    g.set_conditional_entry_point(lambda s: "big" if s["n"] > 5 else "small")
+    app = g.compile()
+    assert app.invoke({"n": 9})["path"] == ["big"]
+    assert app.invoke({"n": 1})["path"] == ["small"]
+
+
+def test_two_writes_to_a_last_value_key_name_the_key_as_langgraph():
+    from threadloom.errors import InvalidUpdateError
+
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"n": 1})
+    g.add_node("b", lambda s: {"n": 2})
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    with pytest.raises(InvalidUpdateError, match="At key 'n'"):
+        g.compile().invoke({"n": 0})

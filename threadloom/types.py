@@ -128,10 +128,19 @@ class RetryPolicy:
     ) = field(default=_default_retry_on)
 
     def should_retry(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is one this policy retries."""
+        """Whether ``exc`` is one this policy retries.
+
+        Raises:
+            TypeError: ``retry_on`` is none of the forms it takes.
+        """
         rule = self.retry_on
         if isinstance(rule, type | tuple | list):  # a list of classes, as LangGraph allows
             return isinstance(exc, tuple(rule) if isinstance(rule, list) else rule)
+        if not callable(rule):
+            raise TypeError(
+                "retry_on must be an Exception class, a list or tuple of them, or a callable "
+                f"exc -> bool; got {rule!r}"
+            )
         return bool(rule(exc))
 
     def interval(self, attempt: int) -> float:

@@ -74,12 +74,12 @@ def validate(graph: StateGraph, interrupt_nodes: Iterable[str] = ()) -> None:
     """
     known = set(graph.nodes) | {START, END}
     for edge in graph_edges(graph):
-        for end in (edge.source, edge.target):
+        for end, side in ((edge.source, "starting"), (edge.target, "ending")):
             if end not in known:
-                where = "a conditional edge" if edge.conditional else "an edge"
+                kind = "conditional edge" if edge.conditional else "edge"
                 raise GraphValidationError(
-                    f"{where} from {edge.source!r} to {edge.target!r} names unknown node "
-                    f"{end!r}; known nodes: {sorted(graph.nodes)}",
+                    f"Found {kind} {side} at unknown node {end!r} ({edge.source!r} -> "
+                    f"{edge.target!r}); known nodes: {sorted(graph.nodes)}",
                     node=end,
                 )
     for name in interrupt_nodes:
@@ -93,4 +93,22 @@ def validate(graph: StateGraph, interrupt_nodes: Iterable[str] = ()) -> None:
         )
         raise GraphValidationError(
             f"the graph has no entry point: add an edge from START, e.g. {hint}"
+        )
+
+
+def validate_checkpointer(checkpointer: object) -> None:
+    """Refuse, as LangGraph does, a ``checkpointer`` that is none of None, True, False
+    (a subgraph's choices) or an object with a checkpointer's methods.
+
+    Raises:
+        TypeError: naming what was given.
+    """
+    if checkpointer is None or isinstance(checkpointer, bool):
+        return
+    missing = [m for m in ("get_tuple", "put", "put_writes") if not hasattr(checkpointer, m)]
+    if missing:
+        raise TypeError(
+            f"Invalid checkpointer provided: {type(checkpointer).__name__} has no "
+            f"{', '.join(missing)}; pass a checkpointer such as InMemoryCheckpointer(), "
+            "None, or True/False for a subgraph"
         )

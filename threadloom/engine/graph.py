@@ -322,6 +322,14 @@ class StateGraph:
         """Same as ``add_edge(START, node)``."""
         return self.add_edge(START, node)
 
+    def set_conditional_entry_point(
+        self,
+        path: Callable[..., Any],
+        path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """Same as ``add_conditional_edges(START, path, path_map)`` (as LangGraph's)."""
+        return self.add_conditional_edges(START, path, path_map)
+
     def set_finish_point(self, node: str) -> StateGraph:
         """Same as ``add_edge(node, END)``."""
         return self.add_edge(node, END)
@@ -358,9 +366,12 @@ class StateGraph:
                 A node no static edge reaches, or a cycle with no static way out, is not
                 refused: the first may be reached by ``Command``/``Send``, the second
                 raises ``GraphRecursionError`` when it runs, as in LangGraph.
+            TypeError: ``checkpointer`` is not a checkpointer.
         """
-        from threadloom.engine.analysis import validate
+        from threadloom.engine.analysis import validate, validate_checkpointer
         from threadloom.engine.compiled import CompiledGraph
+
+        validate_checkpointer(checkpointer)
 
         before = _node_list(interrupt_before, self.nodes)
         after = _node_list(interrupt_after, self.nodes)
