@@ -286,3 +286,47 @@ def test_two_writes_to_a_last_value_key_name_the_key_as_langgraph():
     g.add_edge(START, "b")
     with pytest.raises(InvalidUpdateError, match="At key 'n'"):
         g.compile().invoke({"n": 0})
+
+
+def test_runtime_execution_info_counts_attempts_and_keeps_the_first_time(memory_checkpointer):
+    from threadloom import Runtime
+
+    seen = []
+
+    def flaky(s, runtime: Runtime):
+        info = runtime.execution_info
+        seen.append((info.node_attempt, info.node_first_attempt_time, info.thread_id))
+        if len(seen) < 3:
+            raise ConnectionError("blip")
+        return {"path": ["ok"]}
+
+    g = StateGraph(S)
+    g.add_node("flaky", flaky, retry_policy=RetryPolicy(initial_interval=0, jitter=False))
+    g.add_edge(START, "flaky")
+    app = g.compile(checkpointer=memory_checkpointer)
+    assert app.invoke({"n": 0}, thread_id="t-info")["path"] == ["ok"]
+    assert [a for a, _, _ in seen] == [1, 2, 3]
+    assert len({t for _, t, _ in seen}) == 1 and isinstance(seen[0][1], float)
+    assert {tid for _, _, tid in seen} == {"t-info"}
+
+
+def test_retry_waits_with_time_sleep_in_a_sync_run_and_jitter_adds_up_to_a_second(monkeypatch):
+    import random
+    import time
+
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    monkeypatch.setattr(random, "uniform", lambda a, b: 0.25)
+    calls = []
+
+    def flaky(s):
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("blip")
+        return {"path": ["ok"]}
+
+    g = StateGraph(S)
+    g.add_node("flaky", flaky, retry_policy=RetryPolicy(initial_interval=0.01, jitter=True))
+    g.add_edge(START, "flaky")
+    assert g.compile().invoke({"n": 0})["path"] == ["ok"]
+    assert slept == [0.01 + 0.25, 0.02 + 0.25]

@@ -176,7 +176,8 @@ def test_retry_policy_retries_then_succeeds_and_gives_up():
         return {"log": ["ok"]}
 
     g = StateGraph(S)
-    g.add_node("flaky", flaky, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.001))
+    g.add_node("flaky", flaky, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.001,
+                                                            jitter=False))
     g.add_edge(START, "flaky")
     assert g.compile().invoke({"n": 0})["log"] == ["ok"]
     assert calls["n"] == 3

@@ -110,7 +110,7 @@ class RetryPolicy:
         initial_interval: seconds to wait before the first retry.
         backoff_factor: multiplier of the interval after each retry.
         max_interval: cap on the interval, in seconds.
-        jitter: add up to 100% random jitter to each interval.
+        jitter: add a random 0 to 1 second to each interval (as LangGraph).
         retry_on: an exception class, a tuple or list of them, or a predicate
             ``exc -> bool``.
     """
@@ -146,7 +146,7 @@ class RetryPolicy:
     def interval(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         base = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
-        return base + (random.random() * base if self.jitter else 0.0)  # noqa: S311
+        return base + random.uniform(0, 1) if self.jitter else base  # noqa: S311 - as LangGraph
 
 
 StreamMode = Literal["values", "updates", "messages", "custom", "debug", "checkpoints", "tasks"]

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.runtime import _TASK, Emit, GraphInterrupt, Runtime, TaskContext, _noop
+from threadloom.engine.runtime import (
+    _TASK,
+    Emit,
+    GraphInterrupt,
+    Runtime,
+    TaskContext,
+    _noop,
+    execution_info,
+)
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 from threadloom.errors import add_node_note
 from threadloom.types import START, Send
@@ -171,9 +180,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     here = node.subgraph is None and not (
         node.wants_config or node.wants_runtime or node.wants_writer
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
+    if node.wants_runtime:
+        ctx.first_attempt_time = time.time()
     while True:
         attempt += 1
         ctx.interrupt_index = 0
+        ctx.attempt = attempt
         try:
             if here:
                 token = _TASK.set(ctx)
@@ -193,7 +205,10 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 if debug is not None:
                     _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
                 raise
-            await asyncio.sleep(delay)
+            if loop.blocking_ok and loop.inline_sync:  # a lone task of a sync run
+                time.sleep(delay)  # as LangGraph's sync runs wait between attempts
+            else:
+                await asyncio.sleep(delay)
     if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
@@ -278,6 +293,7 @@ def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
             remaining_steps=ctx.remaining_steps,
             stream_writer=writer or _noop,
             context=ctx.context,
+            execution_info=execution_info(ctx),
         )
     return kwargs
 
