@@ -199,16 +199,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except (GraphInterrupt, ParentCommand, asyncio.CancelledError):
             raise
         except Exception as exc:
-            delay = _retry_delay(node, exc, attempt)
-            if delay is None:
-                add_node_note(exc, task.name, loop.step)
-                if debug is not None:
-                    _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+            if not await _waited_to_retry(loop, task, exc, attempt, debug):
                 raise
-            if loop.blocking_ok and loop.inline_sync:  # a lone task of a sync run
-                time.sleep(delay)  # as LangGraph's sync runs wait between attempts
-            else:
-                await asyncio.sleep(delay)
     if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
@@ -221,6 +213,25 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if debug is not None:
         _debug_event(debug, "task_result", loop.step, task, "result", out.update_view())
     return out
+
+
+async def _waited_to_retry(
+    loop: RunLoop, task: Task, exc: Exception, attempt: int, debug: Emit | None
+) -> bool:
+    """After failed attempt ``attempt``: wait and return True when the node's retry
+    policy retries ``exc``; else note the node on ``exc`` and return False."""
+    node = task.node
+    delay = None if node is None else _retry_delay(node, exc, attempt)
+    if delay is None:
+        add_node_note(exc, task.name, loop.step)
+        if debug is not None:
+            _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+        return False
+    if loop.blocking_ok and loop.inline_sync:  # a lone task of a sync run
+        time.sleep(delay)  # as LangGraph's sync runs wait between attempts
+    else:
+        await asyncio.sleep(delay)
+    return True
 
 
 def _retry_delay(node: NodeSpec, exc: Exception, attempt: int) -> float | None:
