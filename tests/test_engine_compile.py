@@ -330,3 +330,29 @@ def test_retry_waits_with_time_sleep_in_a_sync_run_and_jitter_adds_up_to_a_secon
     g.add_edge(START, "flaky")
     assert g.compile().invoke({"n": 0})["path"] == ["ok"]
     assert slept == [0.01 + 0.25, 0.02 + 0.25]
+
+
+def test_set_node_defaults_retry_policy_applies_where_a_node_has_none():
+    calls = {"a": 0, "b": 0}
+
+    def flaky(name, fails):
+        def fn(s):
+            calls[name] += 1
+            if calls[name] <= fails:
+                raise ConnectionError(name)
+            return {"path": [name]}
+
+        return fn
+
+    g = StateGraph(S)
+    g.add_node("a", flaky("a", 2))  # before the defaults: they apply at compile()
+    g.set_node_defaults(retry_policy=RetryPolicy(max_attempts=3, initial_interval=0,
+                                                 jitter=False))
+    g.add_node("b", flaky("b", 1), retry_policy=RetryPolicy(max_attempts=1))  # its own wins
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    with pytest.raises(ConnectionError, match="b"):
+        g.compile().invoke({"n": 0})
+    assert calls == {"a": 3, "b": 1}
+    with pytest.raises(ValueError, match="error_handler"):
+        StateGraph(S).set_node_defaults(error_handler=lambda s: None)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.node_info import (
+from threadloom.engine.node_info import (  # NodeSpec, Branch: imported from here too
+    Branch,
+    NodeSpec,
+    apply_node_defaults,
     command_destinations,
     is_async_callable,
+    node_list,
     node_name,
     param_names,
     retry_policies,
@@ -37,56 +40,6 @@ if TYPE_CHECKING:
     from threadloom.engine.compiled import CompiledGraph
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class NodeSpec:
-    """A node as the scheduler sees it.
-
-    Attributes:
-        name: unique node name.
-        fn: the callable (sync or async), or a compiled graph for a subgraph.
-        is_async: ``fn`` must be awaited.
-        wants_config / wants_runtime / wants_writer: extra keyword arguments ``fn`` takes.
-        retry: the node's retry policies, if any (the first that matches an error applies).
-        input_keys: the keys the node reads (None: the whole state).
-        build_input: turns a dict of values into the object the node receives.
-        subgraph: the compiled graph when the node is one.
-        destinations: where a ``Command``-returning node may route (for drawings and the
-            unknown-node check; never required).
-        destination_labels: edge labels of the destinations, when given as a dict.
-    """
-
-    name: str
-    fn: Any
-    is_async: bool
-    wants_config: bool = False
-    wants_runtime: bool = False
-    wants_writer: bool = False
-    retry: tuple[RetryPolicy, ...] | None = None
-    input_keys: tuple[str, ...] | None = None
-    build_input: Callable[[dict[str, Any]], Any] | None = None
-    subgraph: CompiledGraph | None = None
-    destinations: tuple[str, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
-    destination_labels: Mapping[str, str] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Branch:
-    """A conditional edge: ``path(state)`` picks the next node(s).
-
-    Attributes:
-        source: the node after which the branch is evaluated.
-        path: ``state -> name | list[name | Send] | Send | END`` (sync or async).
-        path_map: maps the path's return values to node names; None: names as returned.
-        is_async: ``path`` must be awaited.
-    """
-
-    source: str
-    path: Callable[..., Any]
-    path_map: Mapping[Hashable, str] | None
-    is_async: bool
 
 
 class StateGraph:
@@ -128,6 +81,7 @@ class StateGraph:
         self.joins: dict[str, set[tuple[str, ...]]] = {}
         self.branches: dict[str, list[Branch]] = {}
         self.compiled = False
+        self._default_retry: tuple[RetryPolicy, ...] | None = None
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -265,6 +219,22 @@ class StateGraph:
             previous = name
         return self
 
+    def set_node_defaults(
+        self, *, retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None, **other: Any
+    ) -> StateGraph:
+        """Set the retry policy of every node that has none of its own, applied at
+        ``compile()`` (as LangGraph's ``set_node_defaults``; chainable).
+
+        Raises:
+            GraphBuildError: for a default threadloom does not have (``error_handler``,
+                ``cache_policy``, ``timeout``).
+        """
+        if other:
+            raise GraphBuildError(f"set_node_defaults: threadloom has no {sorted(other)}")
+        if retry_policy is not None:
+            self._default_retry = retry_policies("(default)", retry_policy)
+        return self
+
     # -- edges ------------------------------------------------------------------------------
 
     def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
@@ -373,8 +343,9 @@ class StateGraph:
 
         validate_checkpointer(checkpointer)
 
-        before = _node_list(interrupt_before, self.nodes)
-        after = _node_list(interrupt_after, self.nodes)
+        before = node_list(interrupt_before, self.nodes)
+        after = node_list(interrupt_after, self.nodes)
+        apply_node_defaults(self.nodes, self._default_retry)
         validate(self, before + after)
         self.compiled = True
         return CompiledGraph(
@@ -387,12 +358,3 @@ class StateGraph:
             busy_timeout=busy_timeout,
         )
 
-
-def _node_list(value: Sequence[str] | str | None, nodes: Mapping[str, Any]) -> list[str]:
-    if value is None:
-        return []
-    if value == "*":
-        return list(nodes)
-    if isinstance(value, str):
-        return [value]
-    return list(value)

@@ -1,17 +1,72 @@
-"""What ``StateGraph.add_node`` reads off a node's callable: its name, whether it is
-async, which keyword arguments it takes, where its ``Command`` may route, and its retry
-policies. Definition time only, as ``graph``.
+"""A node and a branch as the builder records them (``NodeSpec``, ``Branch``), and what
+``StateGraph.add_node`` reads off a node's callable: its name, whether it is async, which
+keyword arguments it takes, where its ``Command`` may route, and its retry policies.
+Definition time only, as ``graph``.
 """
 
 from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import GraphBuildError
 from threadloom.types import RetryPolicy
+
+if TYPE_CHECKING:
+    from threadloom.engine.compiled import CompiledGraph
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    """A node as the scheduler sees it.
+
+    Attributes:
+        name: unique node name.
+        fn: the callable (sync or async), or a compiled graph for a subgraph.
+        is_async: ``fn`` must be awaited.
+        wants_config / wants_runtime / wants_writer: extra keyword arguments ``fn`` takes.
+        retry: the node's retry policies, if any (the first that matches an error applies).
+        input_keys: the keys the node reads (None: the whole state).
+        build_input: turns a dict of values into the object the node receives.
+        subgraph: the compiled graph when the node is one.
+        destinations: where a ``Command``-returning node may route (for drawings and the
+            unknown-node check; never required).
+        destination_labels: edge labels of the destinations, when given as a dict.
+    """
+
+    name: str
+    fn: Any
+    is_async: bool
+    wants_config: bool = False
+    wants_runtime: bool = False
+    wants_writer: bool = False
+    retry: tuple[RetryPolicy, ...] | None = None
+    input_keys: tuple[str, ...] | None = None
+    build_input: Callable[[dict[str, Any]], Any] | None = None
+    subgraph: CompiledGraph | None = None
+    destinations: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    destination_labels: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A conditional edge: ``path(state)`` picks the next node(s).
+
+    Attributes:
+        source: the node after which the branch is evaluated.
+        path: ``state -> name | list[name | Send] | Send | END`` (sync or async).
+        path_map: maps the path's return values to node names; None: names as returned.
+        is_async: ``path`` must be awaited.
+    """
+
+    source: str
+    path: Callable[..., Any]
+    path_map: Mapping[Hashable, str] | None
+    is_async: bool
 
 
 def node_name(action: Any) -> str | None:
@@ -100,3 +155,26 @@ def retry_policies(
                 f"node {name!r}: retry_policy takes RetryPolicy objects, got {policy!r}"
             )
     return policies or None
+
+
+def apply_node_defaults(
+    nodes: Mapping[str, Any], retry: tuple[RetryPolicy, ...] | None
+) -> None:
+    """Give ``retry`` to every node spec without a retry policy of its own (as LangGraph
+    applies ``set_node_defaults`` when it compiles)."""
+    if retry is None:
+        return
+    for spec in nodes.values():
+        if spec.retry is None:
+            spec.retry = retry
+
+
+def node_list(value: Sequence[str] | str | None, nodes: Mapping[str, Any]) -> list[str]:
+    """``interrupt_before``/``interrupt_after`` as a list of names (``"*"``: every node)."""
+    if value is None:
+        return []
+    if value == "*":
+        return list(nodes)
+    if isinstance(value, str):
+        return [value]
+    return list(value)
