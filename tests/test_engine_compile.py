@@ -356,3 +356,17 @@ def test_set_node_defaults_retry_policy_applies_where_a_node_has_none():
     assert calls == {"a": 3, "b": 1}
     with pytest.raises(ValueError, match="error_handler"):
         StateGraph(S).set_node_defaults(error_handler=lambda s: None)
+
+
+def test_parallel_writes_go_in_by_node_name_then_sends_as_sent():
+    g = StateGraph(S)
+    for name in ("zeta", "beta", "alpha"):
+        g.add_node(step(name))
+        g.add_edge(START, name)
+    assert g.compile().invoke({"n": 0})["path"] == ["alpha", "beta", "zeta"]
+
+    g2 = StateGraph(S)
+    g2.add_node("w", lambda arg: {"path": [arg]})
+    g2.add_node(step("m"))
+    g2.add_conditional_edges(START, lambda s: [Send("w", "w2"), Send("w", "w1"), "m"])
+    assert g2.compile().invoke({"n": 0})["path"] == ["m", "w2", "w1"]

@@ -74,6 +74,7 @@ class Task:
     remaining: int
     resume: list[Any] | None = None
     result: TaskResult | None = None
+    pushed: bool = False  # made by a Send packet (not triggered by an edge)
 
     @staticmethod
     def virtual_start() -> Task:
@@ -123,7 +124,7 @@ def make_tasks(
         index = offset + i
         node = graph.nodes[send.node]
         tid = task_id(base, loop.step, index, send.node) if hashed else f"{loop.step}:{index}"
-        tasks.append(Task(send.node, node, send.arg, tid, index, remaining))
+        tasks.append(Task(send.node, node, send.arg, tid, index, remaining, pushed=True))
     if planned.pending or resume:
         for task in tasks:
             done = planned.pending.get(task.id)
