@@ -115,3 +115,33 @@ def test_a_lone_sync_node_still_runs_on_the_calling_thread_without_live_modes():
     app.invoke({"n": 0})
     list(app.stream({"n": 0}, stream_mode="updates"))
     assert where == [threading.get_ident()] * 2
+
+
+def test_updates_of_parallel_tasks_go_out_as_each_ends_and_before_a_sibling_fails():
+    import operator
+    from typing import Annotated
+
+    class L(TypedDict):
+        log: Annotated[list[str], operator.add]
+
+    released = threading.Event()
+
+    def quick(s):
+        return {"log": ["quick"]}
+
+    def held(s):
+        if not released.wait(WAIT_S):  # the consumer saw quick's update while held ran
+            return {"log": ["late"]}
+        raise RuntimeError("held failed")
+
+    g = StateGraph(L)
+    g.add_node("quick", quick)
+    g.add_node("held", held)
+    g.add_edge(START, "quick")
+    g.add_edge(START, "held")
+    seen = []
+    with pytest.raises(RuntimeError, match="held failed"):
+        for chunk in g.compile().stream({"log": []}, stream_mode="updates"):
+            seen.append(chunk)
+            released.set()
+    assert seen == [{"quick": {"log": ["quick"]}}]

@@ -223,12 +223,17 @@ class RunLoop(Persistence):
         return [t.result or TaskResult([], []) for t in tasks]
 
     async def _run_many(self, todo: list[Task], *, record: bool) -> None:
+        live = self.emit if "updates" in self.modes else None  # as each task ends, as LangGraph
+
         async def one(task: Task) -> None:
             try:
                 task.result = await run_task(self, task)
             except GraphInterrupt as gi:
                 await self._record_interrupt(task, gi)
                 return
+            if live is not None:
+                live("updates", {task.name: task.result.update_view()})
+                task.streamed = True
             if record:
                 await self._record_writes(task)
 
@@ -266,7 +271,8 @@ class RunLoop(Persistence):
             return
         if "updates" in self.modes:
             for task, result in zip(tasks, results, strict=True):
-                emit("updates", {task.name: result.update_view()})
+                if not task.streamed:  # (those of several tasks went out as they ended)
+                    emit("updates", {task.name: result.update_view()})
         if "values" in self.modes:
             emit("values", self.output())
         if self.sink is not None:

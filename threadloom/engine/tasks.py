@@ -75,6 +75,7 @@ class Task:
     resume: list[Any] | None = None
     result: TaskResult | None = None
     pushed: bool = False  # made by a Send packet (not triggered by an edge)
+    streamed: bool = False  # its ``updates`` event was sent as it finished
 
     @staticmethod
     def virtual_start() -> Task:
