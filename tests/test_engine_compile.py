@@ -370,3 +370,14 @@ def test_parallel_writes_go_in_by_node_name_then_sends_as_sent():
     g2.add_node(step("m"))
     g2.add_conditional_edges(START, lambda s: [Send("w", "w2"), Send("w", "w1"), "m"])
     assert g2.compile().invoke({"n": 0})["path"] == ["m", "w2", "w1"]
+
+
+def test_default_recursion_limit_is_langgraphs():
+    from threadloom.engine.scheduler import DEFAULT_RECURSION_LIMIT
+
+    g = StateGraph(S)
+    g.add_node("spin", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "spin")
+    g.add_conditional_edges("spin", lambda s: "spin" if s["n"] < 60 else END)
+    assert g.compile().invoke({"n": 0})["n"] == 60  # past the old default of 25
+    assert DEFAULT_RECURSION_LIMIT == 10007

@@ -161,7 +161,8 @@ class CompiledGraph(ThreadState):
                 None (the default) is ``"updates"``, as for LangGraph's compiled graphs.
             subgraphs: yield ``(namespace, chunk)`` and include subgraphs' own steps.
             thread_id: shortcut for ``config["configurable"]["thread_id"]``.
-            recursion_limit: shortcut for ``config["recursion_limit"]`` (default 25).
+            recursion_limit: shortcut for ``config["recursion_limit"]`` (default 10007,
+                as LangGraph 1.2).
             durability: override the compiled durability for this run.
             context: any object; nodes see it as ``runtime.context``.
 

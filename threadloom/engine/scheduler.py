@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from threadloom.engine.stream import StreamSink
 
 
+DEFAULT_RECURSION_LIMIT = 10007
+"""Super-steps one invocation may take when the config names no ``recursion_limit``: the
+default of LangGraph 1.2, so a graph that loops long on LangGraph loops as long here."""
+
+
 class RunLoop(Persistence):
     """One invocation of a compiled graph on one thread (and namespace).
 
@@ -125,7 +130,7 @@ class RunLoop(Persistence):
         self.direct_saves = self._saves_directly()  # constant for the run (see save())
         self.resuming = input is None or isinstance(input, Command)
         planned, resume = await start_run(self, input)
-        limit = int(self.config.get("recursion_limit", 25))
+        limit = int(self.config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
         steps_done = 0
         tasks: list[Task] | None = None  # the step just run
         while planned.tasks or planned.sends:
