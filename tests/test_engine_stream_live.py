@@ -145,3 +145,29 @@ def test_updates_of_parallel_tasks_go_out_as_each_ends_and_before_a_sibling_fail
             seen.append(chunk)
             released.set()
     assert seen == [{"quick": {"log": ["quick"]}}]
+
+
+def test_a_paused_run_streams_its_interrupt_as_langgraph(memory_checkpointer):
+    from threadloom import interrupt
+
+    class H(TypedDict):
+        robot: str
+        human: str
+
+    def ask(s):
+        return {"human": interrupt("who?")}
+
+    g = StateGraph(H)
+    g.add_node("robot", lambda s: {"robot": "beep"})
+    g.add_node("ask", ask)
+    g.add_edge(START, "robot")
+    g.add_edge("robot", "ask")
+    app = g.compile(checkpointer=memory_checkpointer)
+    events = list(app.stream({"robot": ""}, thread_id="p1", stream_mode=["updates", "values"]))
+    (_, upd), (_, vals) = events[-2:]
+    assert [i.value for i in upd["__interrupt__"]] == ["who?"]
+    assert vals == {"robot": "beep", "__interrupt__": upd["__interrupt__"]}
+
+    before = g.compile(checkpointer=memory_checkpointer, interrupt_before=["ask"])
+    chunks = list(before.stream({"robot": ""}, thread_id="p2"))
+    assert chunks == [{"robot": {"robot": "beep"}}, {"__interrupt__": ()}]

@@ -193,8 +193,7 @@ class CompiledGraph(ThreadState):
         try:
             async with self._hold(loop):
                 await loop.run(input)
-            if loop.interrupts and "updates" in loop.modes:
-                sink.bind(())("updates", {"__interrupt__": tuple(loop.interrupts)})
+            _emit_pause(loop, sink)
         except BaseException as exc:
             sink.close(exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -337,6 +336,20 @@ class CompiledGraph(ThreadState):
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, nodes={list(self.nodes)})"
+
+
+def _emit_pause(loop: RunLoop, sink: StreamSink) -> None:
+    """The events of a run that paused, as LangGraph streams them: ``updates`` gets
+    ``{"__interrupt__": (...)}`` (empty after ``interrupt_before``/``interrupt_after``),
+    and ``values`` the state with its ``"__interrupt__"`` when a node interrupted."""
+    if not (loop.interrupts or loop.paused):
+        return
+    emit = sink.bind(())
+    pending = tuple(loop.interrupts)
+    if "updates" in loop.modes:
+        emit("updates", {"__interrupt__": pending})
+    if pending and "values" in loop.modes:
+        emit("values", {**loop.output(), "__interrupt__": pending})
 
 
 def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:

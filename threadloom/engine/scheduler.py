@@ -98,6 +98,7 @@ class RunLoop(Persistence):
         self.checkpoint_config: dict[str, Any] = config
         self.pending_put: asyncio.Task[Any] | None = None
         self.interrupts: list[Interrupt] = []
+        self.paused = False  # stopped by interrupt_before / interrupt_after
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
         self.direct_saves = False  # set when the run starts (_saves_directly)
@@ -137,6 +138,7 @@ class RunLoop(Persistence):
             tasks = self._plan(planned, resume, limit, steps_done, tasks)  # plan the step
             del planned  # nothing of a finished step stays referenced while this one runs
             if tasks is None:  # the run pauses here (interrupt_before / interrupt_after)
+                self.paused = True
                 return
             results = await self._run(tasks)  # run its tasks, concurrently
             if self.interrupts:
