@@ -381,3 +381,12 @@ def test_default_recursion_limit_is_langgraphs():
     g.add_conditional_edges("spin", lambda s: "spin" if s["n"] < 60 else END)
     assert g.compile().invoke({"n": 0})["n"] == 60  # past the old default of 25
     assert DEFAULT_RECURSION_LIMIT == 10007
+
+
+def test_invoke_and_stream_accept_langgraphs_debug_flag():
+    g = StateGraph(S)
+    g.add_node(step("a"))
+    g.add_edge(START, "a")
+    app = g.compile()
+    assert app.invoke({"n": 0}, debug=True) == {"n": 0, "path": ["a"]}
+    assert list(app.stream({"n": 0}, debug=False)) == [{"a": {"path": ["a"]}}]

@@ -148,6 +148,7 @@ class CompiledGraph(ThreadState):
         recursion_limit: int | None = None,
         durability: Durability | None = None,
         context: Any = None,
+        debug: bool | None = None,
         _blocking_ok: bool = False,
     ) -> AsyncGenerator[Any, None]:
         """Run the graph and yield events as they happen.
@@ -165,6 +166,8 @@ class CompiledGraph(ThreadState):
                 as LangGraph 1.2).
             durability: override the compiled durability for this run.
             context: any object; nodes see it as ``runtime.context``.
+            debug: accepted as LangGraph's (which then prints each step); it changes
+                nothing here: stream ``"debug"`` for the step events.
 
         Raises:
             ValueError: ``thread_id`` and the config's ``thread_id`` are both given and
@@ -211,6 +214,7 @@ class CompiledGraph(ThreadState):
         durability: Durability | None = None,
         context: Any = None,
         stream_mode: str = "values",
+        debug: bool | None = None,
         _blocking_ok: bool = False,
     ) -> dict[str, Any]:
         """Run the graph to its end (or a pause) and return the output state.
