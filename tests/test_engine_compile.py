@@ -390,3 +390,13 @@ def test_invoke_and_stream_accept_langgraphs_debug_flag():
     app = g.compile()
     assert app.invoke({"n": 0}, debug=True) == {"n": 0, "path": ["a"]}
     assert list(app.stream({"n": 0}, debug=False)) == [{"a": {"path": ["a"]}}]
+
+
+def test_node_names_langgraph_accepts_and_refuses():
+    g = StateGraph(S)
+    g.add_node("", step("blank"))  # LangGraph accepts a blank name, and so does threadloom
+    g.add_edge(START, "")
+    assert g.compile().invoke({"n": 0})["path"] == ["blank"]
+    for bad in ("a|b", "a:b", START, END):
+        with pytest.raises(ValueError):
+            StateGraph(S).add_node(bad, step("x"))

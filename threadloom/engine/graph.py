@@ -137,8 +137,8 @@ class StateGraph:
                          "before do not have it (as LangGraph warns)", name)
         if name in RESERVED_NAMES:
             raise GraphBuildError(f"node name {name!r} is reserved")
-        if any(ch in name for ch in "|:") or not name.strip():
-            raise GraphBuildError(f"node name {name!r} may not be blank or contain '|' or ':'")
+        if any(ch in name for ch in "|:"):  # namespace separators (LangGraph refuses too)
+            raise GraphBuildError(f"node name {name!r} may not contain '|' or ':'")
         if name in self.nodes:
             raise GraphBuildError(f"node {name!r} is already in the graph")
 
