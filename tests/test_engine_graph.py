@@ -112,27 +112,6 @@ def test_compile_refuses_edge_to_unknown_node():
     assert info.value.node == "ghost"
 
 
-def test_compile_refuses_unreachable_node():
-    g = StateGraph(S)
-    g.add_node(step("a"))
-    g.add_node(step("island"))
-    g.add_edge(START, "a")
-    with pytest.raises(GraphValidationError, match="island") as info:
-        g.compile()
-    assert info.value.node == "island"
-
-
-def test_compile_refuses_node_that_can_never_reach_end():
-    g = StateGraph(S)
-    g.add_node(step("a"))
-    g.add_node(step("b"))
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", "a")
-    with pytest.raises(GraphValidationError, match="can never reach END"):
-        g.compile()
-
-
 def test_compile_refuses_graph_without_entry_and_unknown_path_map_target():
     g = StateGraph(S)
     g.add_node(step("a"))

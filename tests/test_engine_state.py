@@ -258,15 +258,16 @@ def test_end_edge_constant_and_command_update_object():
     assert g.compile().invoke({"a": 0}) == {"a": 1}
 
 
-def test_node_name_colliding_with_state_key_is_refused():
+def test_node_name_may_equal_a_state_key_but_not_a_reserved_name():
     from threadloom.errors import GraphBuildError
 
     class S(TypedDict):
         a: int
 
     g = StateGraph(S)
-    with pytest.raises(GraphBuildError, match="state key"):
-        g.add_node("a", lambda s: None)
+    g.add_node("a", lambda s: {"a": s["a"] + 1})  # accepted, as in LangGraph 1.2
+    g.add_edge(START, "a")
+    assert g.compile().invoke({"a": 1}) == {"a": 2}
     with pytest.raises(GraphBuildError, match="reserved"):
         g.add_node(END, lambda s: None)
 

@@ -32,8 +32,19 @@ def two_step():
     return g.compile()
 
 
+def test_stream_without_a_mode_yields_updates_as_langgraph():
+    expected = [{"inc": {"n": 2, "log": ["inc"]}}, {"again": {"log": ["again"]}}]
+    assert list(two_step().stream({"n": 1})) == expected
+    assert list(two_step().stream({"n": 1}, stream_mode=None)) == expected
+
+    async def collect():
+        return [c async for c in two_step().astream({"n": 1})]
+
+    assert asyncio.run(collect()) == expected
+
+
 def test_values_mode_yields_state_after_input_and_each_step():
-    chunks = list(two_step().stream({"n": 1}))
+    chunks = list(two_step().stream({"n": 1}, stream_mode="values"))
     assert chunks == [
         {"n": 1, "log": []},
         {"n": 2, "log": ["inc"]},

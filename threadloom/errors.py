@@ -4,10 +4,12 @@ The tree, as httpx draws its own::
 
     ThreadloomError
     ├── GraphBuildError            raised by the builder and compile(): the graph is wrong
-    │   └── GraphValidationError   unknown/unreachable nodes, dead ends, bad names
+    │   │                          (also a ValueError, as LangGraph raises)
+    │   └── GraphValidationError   unknown nodes, no entry point, bad names
     ├── GraphRunError              raised while a graph runs
     │   ├── InvalidUpdateError     a node wrote something the state cannot take
     │   ├── GraphRecursionError    recursion_limit super-steps passed without finishing
+    │   │                          (also a RecursionError, as LangGraph's)
     │   ├── InvalidRouteError      an edge or Command routed to a node that does not exist
     │   ├── EmptyInputError        no input and nothing to resume
     │   ├── ResumeError            a resume that does not say which pending interrupt it
@@ -42,8 +44,11 @@ class ThreadloomError(Exception):
     """Base class of every threadloom exception."""
 
 
-class GraphBuildError(ThreadloomError):
-    """The graph definition is wrong; raised by the builder or by ``compile()``."""
+class GraphBuildError(ThreadloomError, ValueError):
+    """The graph definition is wrong; raised by the builder or by ``compile()``.
+
+    Also a ``ValueError``, which is what LangGraph raises for the same faults.
+    """
 
 
 class GraphValidationError(GraphBuildError):
@@ -85,11 +90,11 @@ class InvalidUpdateError(GraphRunError):
         self.step = step
 
 
-class GraphRecursionError(GraphRunError):
+class GraphRecursionError(GraphRunError, RecursionError):
     """The run passed ``recursion_limit`` super-steps without reaching ``END``.
 
-    As LangGraph's error of the same name; the limit counts steps of one invocation,
-    not of the whole thread.
+    As LangGraph's error of the same name (a ``RecursionError`` too); the limit counts
+    steps of one invocation, not of the whole thread.
 
     Attributes:
         limit: the recursion limit in force.

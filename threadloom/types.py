@@ -110,8 +110,9 @@ class RetryPolicy:
         initial_interval: seconds to wait before the first retry.
         backoff_factor: multiplier of the interval after each retry.
         max_interval: cap on the interval, in seconds.
-        jitter: add up to 100% random jitter to each interval.
-        retry_on: an exception class, a tuple of them, or a predicate ``exc -> bool``.
+        jitter: add a random 0 to 1 second to each interval (as LangGraph).
+        retry_on: an exception class, a tuple or list of them, or a predicate
+            ``exc -> bool``.
     """
 
     max_attempts: int = 3
@@ -120,20 +121,32 @@ class RetryPolicy:
     max_interval: float = 128.0
     jitter: bool = True
     retry_on: (
-        type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+        type[BaseException]
+        | tuple[type[BaseException], ...]
+        | list[type[BaseException]]
+        | Callable[[BaseException], bool]
     ) = field(default=_default_retry_on)
 
     def should_retry(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is one this policy retries."""
+        """Whether ``exc`` is one this policy retries.
+
+        Raises:
+            TypeError: ``retry_on`` is none of the forms it takes.
+        """
         rule = self.retry_on
-        if isinstance(rule, type | tuple):
-            return isinstance(exc, rule)
+        if isinstance(rule, type | tuple | list):  # a list of classes, as LangGraph allows
+            return isinstance(exc, tuple(rule) if isinstance(rule, list) else rule)
+        if not callable(rule):
+            raise TypeError(
+                "retry_on must be an Exception class, a list or tuple of them, or a callable "
+                f"exc -> bool; got {rule!r}"
+            )
         return bool(rule(exc))
 
     def interval(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         base = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
-        return base + (random.random() * base if self.jitter else 0.0)  # noqa: S311
+        return base + random.uniform(0, 1) if self.jitter else base  # noqa: S311 - as LangGraph
 
 
 StreamMode = Literal["values", "updates", "messages", "custom", "debug", "checkpoints", "tasks"]

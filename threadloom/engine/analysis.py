@@ -1,9 +1,11 @@
-"""Compile-time checks with networkx, and the edge list drawings use (``drawing``).
+"""Compile-time checks, and the edge list and networkx view that drawings use (``drawing``).
 
-``validate`` refuses, naming the node: an edge to or from an unknown node, a node that
-``START`` cannot reach, and a node from which ``END`` can never be reached. A node with
-no outgoing edge, branch or declared destination ends its branch (as in LangGraph), so
-it counts as reaching ``END``.
+``validate`` refuses what LangGraph's ``compile()`` refuses, naming the node: an edge,
+path-map target or declared destination naming an unknown node, an ``interrupt_before``
+/ ``interrupt_after`` name that is no node, and a graph with no way in from ``START``.
+As in LangGraph it does not refuse a node that no static edge reaches (a
+``Command(goto=...)`` or a ``Send`` may reach it) nor a cycle with no static way out
+(it runs until ``recursion_limit`` raises ``GraphRecursionError``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def graph_edges(graph: StateGraph) -> list[DrawnEdge]:
                 targets = [*graph.nodes, END]  # any node, itself included
                 out.extend(DrawnEdge(source, t, True) for t in targets)
     for name, node in graph.nodes.items():
-        out.extend(DrawnEdge(name, t, True) for t in node.destinations)
+        labels = node.destination_labels or {}
+        out.extend(DrawnEdge(name, t, True, labels.get(t)) for t in node.destinations)
     return out
 
 
@@ -71,12 +74,12 @@ def validate(graph: StateGraph, interrupt_nodes: Iterable[str] = ()) -> None:
     """
     known = set(graph.nodes) | {START, END}
     for edge in graph_edges(graph):
-        for end in (edge.source, edge.target):
+        for end, side in ((edge.source, "starting"), (edge.target, "ending")):
             if end not in known:
-                where = "a conditional edge" if edge.conditional else "an edge"
+                kind = "conditional edge" if edge.conditional else "edge"
                 raise GraphValidationError(
-                    f"{where} from {edge.source!r} to {edge.target!r} names unknown node "
-                    f"{end!r}; known nodes: {sorted(graph.nodes)}",
+                    f"Found {kind} {side} at unknown node {end!r} ({edge.source!r} -> "
+                    f"{edge.target!r}); known nodes: {sorted(graph.nodes)}",
                     node=end,
                 )
     for name in interrupt_nodes:
@@ -84,25 +87,28 @@ def validate(graph: StateGraph, interrupt_nodes: Iterable[str] = ()) -> None:
             raise GraphValidationError(
                 f"interrupt_before/after names unknown node {name!r}", node=name
             )
-    if not graph.nodes:
-        raise GraphValidationError("the graph has no nodes")
-    g = to_networkx(graph)
-    if g.out_degree(START) == 0:
-        raise GraphValidationError(
-            "the graph has no entry point: add an edge from START, e.g. "
-            f"add_edge(START, {next(iter(graph.nodes))!r})"
+    if not any(edge.source == START for edge in graph_edges(graph)):
+        hint = f"add_edge(START, {next(iter(graph.nodes))!r})" if graph.nodes else (
+            "add_node(...) then add_edge(START, ...)"
         )
-    reachable = nx.descendants(g, START)
-    for name in graph.nodes:
-        if name not in reachable:
-            raise GraphValidationError(
-                f"node {name!r} cannot be reached from START; add an edge to it", node=name
-            )
-    ends = nx.ancestors(g, END)
-    for name in graph.nodes:
-        if name not in ends:
-            raise GraphValidationError(
-                f"node {name!r} can never reach END: every path from it loops forever. "
-                "Add a conditional edge that can go to END.",
-                node=name,
-            )
+        raise GraphValidationError(
+            f"the graph has no entry point: add an edge from START, e.g. {hint}"
+        )
+
+
+def validate_checkpointer(checkpointer: object) -> None:
+    """Refuse, as LangGraph does, a ``checkpointer`` that is none of None, True, False
+    (a subgraph's choices) or an object with a checkpointer's methods.
+
+    Raises:
+        TypeError: naming what was given.
+    """
+    if checkpointer is None or isinstance(checkpointer, bool):
+        return
+    missing = [m for m in ("get_tuple", "put", "put_writes") if not hasattr(checkpointer, m)]
+    if missing:
+        raise TypeError(
+            f"Invalid checkpointer provided: {type(checkpointer).__name__} has no "
+            f"{', '.join(missing)}; pass a checkpointer such as InMemoryCheckpointer(), "
+            "None, or True/False for a subgraph"
+        )

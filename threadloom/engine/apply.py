@@ -1,8 +1,9 @@
 """Applying a super-step's writes to the run's state, through each channel's reducer.
 
 The loop's *apply* verb (``RunLoop`` in scheduler.py calls ``apply_step``). Writes are
-applied in task order, never completion order (as LangGraph's ``apply_writes``), so
-shuffling when tasks finish gives the same state; a key written more than once in a step
+applied in a fixed order, never completion order: edge-triggered tasks by node name, then
+``Send`` tasks as sent (as LangGraph's ``apply_writes``), so shuffling when tasks finish
+gives the same state; a key written more than once in a step
 merges all its writes at once (a last-value key then raises ``InvalidUpdateError`` naming
 every writer).
 """
@@ -30,7 +31,7 @@ def apply_step(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> s
     else:
         writes = []
         nodes = []
-        for task, result in zip(tasks, results, strict=True):
+        for task, result in _write_order(tasks, results):
             for write in result.writes:
                 writes.append(write)
                 nodes.append(task.name)
@@ -39,6 +40,13 @@ def apply_step(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> s
         for key, value in writes:
             loop.written_keys.setdefault(key, []).append(value)
     return updated
+
+
+def _write_order(tasks: list[Task], results: list[TaskResult]) -> list[tuple[Task, TaskResult]]:
+    """The order a step's writes are applied in, as LangGraph's ``apply_writes``: tasks
+    triggered by edges by node name, then the tasks of ``Send`` packets as sent."""
+    pairs = list(zip(tasks, results, strict=True))
+    return sorted(pairs, key=lambda pair: (pair[0].pushed, "" if pair[0].pushed else pair[0].name))
 
 
 def apply_writes(loop: RunLoop, writes: list[tuple[str, Any]], nodes: list[str]) -> set[str]:

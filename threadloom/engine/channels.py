@@ -85,7 +85,7 @@ class LastValue(Channel):
         if len(values) != 1:
             names = ", ".join(repr(n) for n in nodes)
             raise InvalidUpdateError(
-                f"state key {self.key!r} received {len(values)} values in super-step {step} "
+                f"At key {self.key!r}: received {len(values)} values in super-step {step} "
                 f"(from nodes {names}) but it keeps only one value per step. Give it a reducer, "
                 f"e.g. Annotated[list, operator.add], to merge concurrent writes.",
                 field=self.key,

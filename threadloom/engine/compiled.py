@@ -146,12 +146,13 @@ class CompiledGraph(ThreadState):
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "values",
+        stream_mode: str | Sequence[str] | None = None,
         subgraphs: bool = False,
         thread_id: str | None = None,
         recursion_limit: int | None = None,
         durability: Durability | None = None,
         context: Any = None,
+        debug: bool | None = None,
         _blocking_ok: bool = False,
     ) -> AsyncGenerator[Any, None]:
         """Run the graph and yield events as they happen.
@@ -161,12 +162,16 @@ class CompiledGraph(ThreadState):
                 ``Command(resume=...)``.
             config: ``{"configurable": {"thread_id": ..., "checkpoint_id": ...},
                 "recursion_limit": 25, "tags": [...]}``.
-            stream_mode: one mode or a list (then ``(mode, chunk)`` pairs are yielded).
+            stream_mode: one mode or a list (then ``(mode, chunk)`` pairs are yielded);
+                None (the default) is ``"updates"``, as for LangGraph's compiled graphs.
             subgraphs: yield ``(namespace, chunk)`` and include subgraphs' own steps.
             thread_id: shortcut for ``config["configurable"]["thread_id"]``.
-            recursion_limit: shortcut for ``config["recursion_limit"]`` (default 25).
+            recursion_limit: shortcut for ``config["recursion_limit"]`` (default 10007,
+                as LangGraph 1.2).
             durability: override the compiled durability for this run.
             context: any object; nodes see it as ``runtime.context``.
+            debug: accepted as LangGraph's (which then prints each step); it changes
+                nothing here: stream ``"debug"`` for the step events.
 
         Raises:
             ValueError: ``thread_id`` and the config's ``thread_id`` are both given and
@@ -174,7 +179,7 @@ class CompiledGraph(ThreadState):
             Whatever the run raises, after every event before it was yielded. Closing the
             iterator early cancels the running nodes; the thread stays resumable.
         """
-        modes, single = normalize_modes(stream_mode)
+        modes, single = normalize_modes("updates" if stream_mode is None else stream_mode)
         cfg = self._config(config, thread_id, recursion_limit)
         sink = StreamSink(modes, subgraphs)
         loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
@@ -203,6 +208,7 @@ class CompiledGraph(ThreadState):
             else:
                 async with self._hold(loop):
                     await loop.run(input)
+                _emit_paused_values(loop, sink)
         except BaseException as exc:
             sink.close(exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -220,6 +226,7 @@ class CompiledGraph(ThreadState):
         durability: Durability | None = None,
         context: Any = None,
         stream_mode: str = "values",
+        debug: bool | None = None,
         _blocking_ok: bool = False,
     ) -> dict[str, Any]:
         """Run the graph to its end (or a pause) and return the output state.
@@ -347,6 +354,15 @@ class CompiledGraph(ThreadState):
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, nodes={list(self.nodes)})"
+
+
+def _emit_paused_values(loop: RunLoop, sink: StreamSink) -> None:
+    """The ``values`` event of a run that paused inside a node, as LangGraph streams it:
+    the state with its ``"__interrupt__"`` (the ``updates`` events of a pause are the
+    scheduler's, ``RunLoop._emit_pause``)."""
+    if loop.interrupts and "values" in loop.modes:
+        emit = sink.bind(())
+        emit("values", {**loop.output(), "__interrupt__": tuple(loop.interrupts)})
 
 
 def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:

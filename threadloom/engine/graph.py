@@ -8,13 +8,23 @@ over (``add_node``, ``add_edge``, ``add_conditional_edges``, ``add_sequence``, `
 
 from __future__ import annotations
 
-import inspect
+import logging
 import sys
-import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.node_info import (  # NodeSpec, Branch: imported from here too
+    Branch,
+    NodeSpec,
+    apply_node_defaults,
+    command_destinations,
+    is_async_callable,
+    node_list,
+    node_name,
+    param_names,
+    retry_policies,
+    split_destinations,
+)
 from threadloom.engine.schema import (
     ChannelSpec,
     channel_specs,
@@ -29,85 +39,7 @@ if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.compiled import CompiledGraph
 
-
-@dataclass(slots=True)
-class NodeSpec:
-    """A node as the scheduler sees it.
-
-    Attributes:
-        name: unique node name.
-        fn: the callable (sync or async), or a compiled graph for a subgraph.
-        is_async: ``fn`` must be awaited.
-        wants_config / wants_runtime / wants_writer: extra keyword arguments ``fn`` takes.
-        retry: the node's retry policy, if any.
-        input_keys: the keys the node reads (None: the whole state).
-        build_input: turns a dict of values into the object the node receives.
-        subgraph: the compiled graph when the node is one.
-        destinations: where a ``Command``-returning node may route (for checks/drawing).
-    """
-
-    name: str
-    fn: Any
-    is_async: bool
-    wants_config: bool = False
-    wants_runtime: bool = False
-    wants_writer: bool = False
-    retry: RetryPolicy | None = None
-    input_keys: tuple[str, ...] | None = None
-    build_input: Callable[[dict[str, Any]], Any] | None = None
-    subgraph: CompiledGraph | None = None
-    destinations: tuple[str, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Branch:
-    """A conditional edge: ``path(state)`` picks the next node(s).
-
-    Attributes:
-        source: the node after which the branch is evaluated.
-        path: ``state -> name | list[name | Send] | Send | END`` (sync or async).
-        path_map: maps the path's return values to node names; None: names as returned.
-        is_async: ``path`` must be awaited.
-    """
-
-    source: str
-    path: Callable[..., Any]
-    path_map: Mapping[Hashable, str] | None
-    is_async: bool
-
-
-def _is_async_callable(fn: Any) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
-def _command_destinations(fn: Any) -> tuple[str, ...]:
-    """Node names read from a ``-> Command[Literal["a", "b"]]`` return annotation."""
-    try:
-        hint = typing.get_type_hints(fn).get("return")
-    except Exception:
-        return ()
-    found: list[str] = []
-
-    def walk(tp: Any) -> None:
-        if typing.get_origin(tp) is typing.Literal:
-            found.extend(a for a in typing.get_args(tp) if isinstance(a, str))
-        for arg in typing.get_args(tp):
-            walk(arg)
-
-    if hint is not None and "Command" in getattr(hint, "__qualname__", repr(hint)):
-        walk(hint)
-    return tuple(found)
-
-
-def _param_names(fn: Any) -> set[str]:
-    try:
-        return set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return set()
+_log = logging.getLogger(__name__)
 
 
 class StateGraph:
@@ -149,6 +81,7 @@ class StateGraph:
         self.joins: dict[str, set[tuple[str, ...]]] = {}
         self.branches: dict[str, list[Branch]] = {}
         self.compiled = False
+        self._default_retry: tuple[RetryPolicy, ...] | None = None
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -157,34 +90,38 @@ class StateGraph:
         node: str | Callable[..., Any],
         action: Callable[..., Any] | None = None,
         *,
-        retry_policy: RetryPolicy | None = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         input_schema: Any = None,
-        destinations: Sequence[str] | None = None,
+        destinations: Mapping[str, str] | Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> StateGraph:
         """Add a node: a function, an async function, a callable object or a compiled graph.
 
         Args:
-            node: the node's name, or the callable itself (named after ``__name__``).
+            node: the node's name, or the callable itself (named, as in LangGraph, after
+                its ``name`` or ``__name__``, or a callable object's class).
             action: the callable when ``node`` is a name. It takes the state (or a
                 ``Send`` argument) and optionally ``config``, ``runtime`` or ``writer``
                 keyword parameters; it returns a partial update dict, a ``Command`` or None.
-            retry_policy: how to retry the node when it raises.
+            retry_policy: how to retry the node when it raises: a ``RetryPolicy`` or a
+                sequence of them (the first whose ``retry_on`` matches applies).
             input_schema: a schema narrowing the keys the node receives (its extra keys
                 become private channels).
-            destinations: the nodes a ``Command``-returning node may go to (drawing and
-                reachability checks).
+            destinations: the nodes a ``Command``-returning node may go to, a tuple or
+                a dict ``{node: edge label}``; for drawings only (read from a
+                ``-> Command[Literal[...]]`` annotation when not given), never required.
             metadata: free-form data kept with the node.
 
         Raises:
-            GraphBuildError: for a duplicate, reserved or state-key name.
+            GraphBuildError: for a duplicate or reserved name. A node may share its
+                name with a state key, as in LangGraph.
         """
         if action is None:
             if isinstance(node, str):
                 raise GraphBuildError(f"add_node({node!r}) needs a callable as its second argument")
             action = node
-            node = getattr(action, "name", None) or getattr(action, "__name__", None) or ""
-            if not isinstance(node, str) or not node or node == "<lambda>":
+            node = node_name(action) or ""
+            if not node:
                 raise GraphBuildError(f"cannot name the node {action!r}: pass add_node('name', fn)")
         name = node
         if not isinstance(name, str):
@@ -196,28 +133,29 @@ class StateGraph:
 
     def _check_name(self, name: str) -> None:
         if self.compiled:
-            raise GraphBuildError(f"cannot add node {name!r}: the graph is already compiled")
+            _log.warning("node %r added to a graph already compiled: graphs compiled "
+                         "before do not have it (as LangGraph warns)", name)
         if name in RESERVED_NAMES:
             raise GraphBuildError(f"node name {name!r} is reserved")
-        if any(ch in name for ch in "|:") or not name.strip():
-            raise GraphBuildError(f"node name {name!r} may not be blank or contain '|' or ':'")
+        if any(ch in name for ch in "|:"):  # namespace separators (LangGraph refuses too)
+            raise GraphBuildError(f"node name {name!r} may not contain '|' or ':'")
         if name in self.nodes:
             raise GraphBuildError(f"node {name!r} is already in the graph")
-        if name in self.specs:
-            raise GraphBuildError(
-                f"node name {name!r} is already used as a state key; rename the node"
-            )
 
     def _node_spec(
         self,
         name: str,
         action: Any,
-        retry: RetryPolicy | None,
+        retry: RetryPolicy | Sequence[RetryPolicy] | None,
         input_schema: Any,
-        destinations: Sequence[str] | None,
+        destinations: Mapping[str, str] | Sequence[str] | None,
         metadata: Mapping[str, Any] | None,
     ) -> NodeSpec:
         subgraph = action if getattr(action, "_is_compiled_graph", False) else None
+        policies = retry_policies(name, retry)
+        ends, labels = split_destinations(destinations)
+        if destinations is None and subgraph is None:
+            ends = command_destinations(action)
         input_keys = None
         build = None
         if input_schema is not None:
@@ -231,27 +169,28 @@ class StateGraph:
                 name,
                 action,
                 True,
-                retry=retry,
+                retry=policies,
                 subgraph=subgraph,
-                destinations=tuple(destinations or ()),
+                destinations=ends,
                 metadata=dict(metadata or {}),
+                destination_labels=labels,
             )
         if not callable(action):
             raise GraphBuildError(f"node {name!r}: {action!r} is not callable")
-        params = _param_names(action)
-        destinations = tuple(destinations or ()) or _command_destinations(action)
+        params = param_names(action)
         return NodeSpec(
             name,
             action,
-            _is_async_callable(action),
+            is_async_callable(action),
             wants_config="config" in params,
             wants_runtime="runtime" in params,
             wants_writer="writer" in params,
-            retry=retry,
+            retry=policies,
             input_keys=input_keys,
             build_input=build,
-            destinations=destinations,
+            destinations=ends,
             metadata=dict(metadata or {}),
+            destination_labels=labels,
         )
 
     def add_sequence(
@@ -280,6 +219,22 @@ class StateGraph:
             previous = name
         return self
 
+    def set_node_defaults(
+        self, *, retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None, **other: Any
+    ) -> StateGraph:
+        """Set the retry policy of every node that has none of its own, applied at
+        ``compile()`` (as LangGraph's ``set_node_defaults``; chainable).
+
+        Raises:
+            GraphBuildError: for a default threadloom does not have (``error_handler``,
+                ``cache_policy``, ``timeout``).
+        """
+        if other:
+            raise GraphBuildError(f"set_node_defaults: threadloom has no {sorted(other)}")
+        if retry_policy is not None:
+            self._default_retry = retry_policies("(default)", retry_policy)
+        return self
+
     # -- edges ------------------------------------------------------------------------------
 
     def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
@@ -289,7 +244,8 @@ class StateGraph:
             GraphBuildError: for ``END`` as a start or ``START`` as an end.
         """
         if self.compiled:
-            raise GraphBuildError("cannot add an edge: the graph is already compiled")
+            _log.warning("edge added to a graph already compiled: graphs compiled before "
+                         "do not have it (as LangGraph warns)")
         if isinstance(start, str):
             if start == END:
                 raise GraphBuildError("END cannot be the start of an edge")
@@ -328,13 +284,21 @@ class StateGraph:
             raise GraphBuildError("END cannot be the source of a conditional edge")
         if path_map is not None and not isinstance(path_map, Mapping):
             path_map = {name: name for name in path_map}
-        branch = Branch(source, path, path_map, _is_async_callable(path))
+        branch = Branch(source, path, path_map, is_async_callable(path))
         self.branches.setdefault(source, []).append(branch)
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:
         """Same as ``add_edge(START, node)``."""
         return self.add_edge(START, node)
+
+    def set_conditional_entry_point(
+        self,
+        path: Callable[..., Any],
+        path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """Same as ``add_conditional_edges(START, path, path_map)`` (as LangGraph's)."""
+        return self.add_conditional_edges(START, path, path_map)
 
     def set_finish_point(self, node: str) -> StateGraph:
         """Same as ``add_edge(node, END)``."""
@@ -368,14 +332,21 @@ class StateGraph:
                 another process) holds; 0 (default) raises ``ThreadBusyError`` at once.
 
         Raises:
-            GraphValidationError: for edges to unknown nodes, nodes unreachable from
-                ``START``, nodes from which ``END`` cannot be reached, and the like.
+            GraphValidationError: for an edge, path-map target, destination or interrupt
+                naming an unknown node, or no edge from ``START`` (what LangGraph refuses).
+                A node no static edge reaches, or a cycle with no static way out, is not
+                refused: the first may be reached by ``Command``/``Send``, the second
+                raises ``GraphRecursionError`` when it runs, as in LangGraph.
+            TypeError: ``checkpointer`` is not a checkpointer.
         """
-        from threadloom.engine.analysis import validate
+        from threadloom.engine.analysis import validate, validate_checkpointer
         from threadloom.engine.compiled import CompiledGraph
 
-        before = _node_list(interrupt_before, self.nodes)
-        after = _node_list(interrupt_after, self.nodes)
+        validate_checkpointer(checkpointer)
+
+        before = node_list(interrupt_before, self.nodes)
+        after = node_list(interrupt_after, self.nodes)
+        apply_node_defaults(self.nodes, self._default_retry)
         validate(self, before + after)
         self.compiled = True
         return CompiledGraph(
@@ -388,12 +359,3 @@ class StateGraph:
             busy_timeout=busy_timeout,
         )
 
-
-def _node_list(value: Sequence[str] | str | None, nodes: Mapping[str, Any]) -> list[str]:
-    if value is None:
-        return []
-    if value == "*":
-        return list(nodes)
-    if isinstance(value, str):
-        return [value]
-    return list(value)

@@ -152,7 +152,8 @@ async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult])
             seen.add(src)
             if seen.issuperset(sources):
                 seen.clear()
-                names[target] = None
+                if target != END:  # add_edge([a, b], END): the join just ends them
+                    names[target] = None
         for branch in graph.branches.get(src, ()):
             if state is None:
                 state = _branch_state(loop)

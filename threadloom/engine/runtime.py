@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from threadloom.types import Interrupt
@@ -59,12 +59,56 @@ class TaskContext:
     index: int = 0  # the task's place in its super-step
     run: Any = None  # the RunLoop running the task (a graph invoked inside it nests there)
     nested: int = 0  # graphs invoked inside the task so far
+    attempt: int = 1  # of the node's retries, 1-based
+    first_attempt_time: float | None = None  # set for nodes that take a ``runtime``
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
 # Set around one of several calls a node runs concurrently (ToolNode's parallel tool
 # calls): [scope key, count of interrupt() calls so far in it, the task it belongs to].
 _SCOPE: ContextVar[list[Any] | None] = ContextVar("threadloom_interrupt_scope", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionInfo:
+    """Facts about the running node call, as LangGraph's ``ExecutionInfo``.
+
+    Attributes:
+        checkpoint_id: the checkpoint the run continues from ("" for a new thread).
+        checkpoint_ns: the (sub)graph namespace ("" at the top).
+        task_id: the task's id.
+        thread_id: the thread, or None without one.
+        run_id: the config's ``run_id``, or None.
+        node_attempt: the attempt number under the node's retry policy (1-based).
+        node_first_attempt_time: Unix time (s) the first attempt started.
+    """
+
+    checkpoint_id: str
+    checkpoint_ns: str
+    task_id: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    node_attempt: int = 1
+    node_first_attempt_time: float | None = None
+
+    def patch(self, **overrides: Any) -> ExecutionInfo:
+        """A copy with the given fields replaced."""
+        return replace(self, **overrides)
+
+
+def execution_info(ctx: TaskContext) -> ExecutionInfo:
+    """The ``ExecutionInfo`` of the task running under ``ctx``."""
+    conf = ctx.config.get("configurable") or {}
+    run_id = ctx.config.get("run_id")
+    return ExecutionInfo(
+        checkpoint_id=str(conf.get("checkpoint_id") or ""),
+        checkpoint_ns=str(conf.get("checkpoint_ns") or ""),
+        task_id=ctx.task_id,
+        thread_id=conf.get("thread_id"),
+        run_id=None if run_id is None else str(run_id),
+        node_attempt=ctx.attempt,
+        node_first_attempt_time=ctx.first_attempt_time,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +123,7 @@ class Runtime:
             (as LangGraph's ``RemainingSteps``; counted per invocation).
         stream_writer: writes to the ``custom`` stream mode.
         context: the ``context=`` object given to ``invoke``.
+        execution_info: the attempt number and ids of this node call (as LangGraph's).
     """
 
     config: dict[str, Any]
@@ -87,6 +132,7 @@ class Runtime:
     remaining_steps: int
     stream_writer: Callable[[Any], None]
     context: Any = None
+    execution_info: ExecutionInfo | None = None
 
 
 def current_task() -> TaskContext | None:

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 _CACHED = {"__metadata__": {"cached": True}}
 
+DEFAULT_RECURSION_LIMIT = 10007
+"""Super-steps one invocation may take when the config names no ``recursion_limit``: the
+default of LangGraph 1.2, so a graph that loops long on LangGraph loops as long here."""
+
 
 class RunLoop(Persistence):
     """One invocation of a compiled graph on one thread (and namespace).
@@ -79,7 +83,11 @@ class RunLoop(Persistence):
         self.context = context
         self.namespace = namespace
         self.sink = sink
-        self.inline_sync = True
+        # A lone sync task runs inline on a sync run's calling thread, except when its
+        # custom/messages chunks must reach the consumer while it runs (as LangGraph runs
+        # it in the background then): inline, the loop could not deliver them live.
+        self.inline_lone = emit is None or not ({"custom", "messages"} & modes)
+        self.inline_sync = self.inline_lone
         self.lease: Any = None
         self.message_ids: set[str] = set()  # messages already sent to the messages mode
         self.channels: dict[str, Channel] = graph.channels
@@ -92,6 +100,7 @@ class RunLoop(Persistence):
         self.checkpoint_config: dict[str, Any] = config
         self.pending_put: asyncio.Task[Any] | None = None
         self.interrupts: list[Interrupt] = []
+        self.paused = False  # stopped by interrupt_before / interrupt_after
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
         self.direct_saves = False  # set when the run starts (_saves_directly)
@@ -127,7 +136,7 @@ class RunLoop(Persistence):
         self.direct_saves = self._saves_directly()  # constant for the run (see save())
         self.resuming = input is None or isinstance(input, Command)
         planned, resume = await start_run(self, input)
-        limit = int(self.config.get("recursion_limit", 25))
+        limit = int(self.config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
         steps_done = 0
         tasks: list[Task] | None = None  # the step just run
         while planned.tasks or planned.sends:
@@ -204,11 +213,12 @@ class RunLoop(Persistence):
 
     async def _run(self, tasks: list[Task]) -> list[TaskResult]:
         """Run a step's tasks concurrently; a lone task that still has to run runs inline
-        (a sync node then runs on the calling thread of a sync run)."""
+        (a sync node then runs on the calling thread of a sync run, unless it streams
+        ``custom``/``messages`` chunks, which must reach the consumer live)."""
         if len(tasks) != 1 or tasks[0].result is not None or tasks[0].held is not None:
             return await self._run_tasks(tasks)
         task = tasks[0]
-        self.inline_sync = True
+        self.inline_sync = self.inline_lone
         try:
             task.result = await run_task(self, task)
         except GraphInterrupt as gi:
@@ -235,16 +245,23 @@ class RunLoop(Persistence):
         return [t.result or TaskResult([], []) for t in tasks]
 
     async def _run_many(self, todo: list[Task], *, record: bool) -> None:
+        live = self.emit if "updates" in self.modes else None  # as each task ends, as LangGraph
+
         async def one(task: Task) -> None:
             try:
                 task.result = await run_task(self, task)
             except GraphInterrupt as gi:
                 await self._record_interrupt(task, gi)
                 return
+            if live is not None:
+                live("updates", {task.name: task.result.update_view()})
+                task.streamed = True
             if record:
                 await self._record_writes(task)
 
         running = [asyncio.ensure_future(one(t)) for t in todo]
+        for fut in running:  # no task's error goes unretrieved, whatever ends the wait
+            fut.add_done_callback(_retrieve)
         try:
             done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
         except BaseException:
@@ -256,11 +273,15 @@ class RunLoop(Persistence):
             fut.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        for task, fut in zip(todo, running, strict=True):
-            if fut.done() and not fut.cancelled() and fut.exception() is not None:
-                error = fut.exception()
-                await self._record_error(task, error)  # type: ignore[arg-type]
-                raise error  # type: ignore[misc]
+        errors = [  # of the tasks that failed on their own (not those cancelled here)
+            (task, fut.exception())
+            for task, fut in zip(todo, running, strict=True)
+            if fut in done and not fut.cancelled() and fut.exception() is not None
+        ]
+        for task, error in errors:  # every failed task's error is saved (as LangGraph)
+            await self._record_error(task, error)  # type: ignore[arg-type]
+        if errors:
+            raise errors[0][1]  # type: ignore[misc]  # the first in task order
 
     # -- emit --------------------------------------------------------------
 
@@ -274,7 +295,7 @@ class RunLoop(Persistence):
             for task, result in zip(tasks, results, strict=True):
                 if task.cached:  # its writes were saved by an earlier run: not run again
                     emit("updates", {task.name: result.update_view(), **_CACHED})
-                else:
+                elif not task.streamed:  # (those of several tasks went out as they ended)
                     emit("updates", {task.name: result.update_view()})
         if "values" in self.modes:
             emit("values", self.output())
@@ -289,7 +310,7 @@ class RunLoop(Persistence):
         if emit is None or self.namespace or "updates" not in self.modes:
             return
         for task in tasks:
-            if task.result is not None:
+            if task.result is not None and not task.streamed:
                 extra = _CACHED if task.cached else {}
                 emit("updates", {task.name: task.result.update_view(), **extra})
         for interrupts in self.paused_with or [()]:
@@ -299,3 +320,9 @@ class RunLoop(Persistence):
         """The state restricted to the output keys (channels without a value are left out)."""
         values = self.values
         return {key: values[key] for key in self.graph.output_keys if key in values}
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a finished task's error as retrieved (it is raised or recorded elsewhere)."""
+    if not fut.cancelled():
+        fut.exception()

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.runtime import _TASK, Emit, GraphInterrupt, Runtime, TaskContext, _noop
+from threadloom.engine.runtime import (
+    _TASK,
+    Emit,
+    GraphInterrupt,
+    Runtime,
+    TaskContext,
+    _noop,
+    execution_info,
+)
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 from threadloom.errors import add_node_note
 from threadloom.types import START, Command, Send
@@ -76,6 +85,8 @@ class Task:
     result: TaskResult | None = None
     held: list[Any] | None = None  # the interrupts of a paused task left unanswered
     cached: bool = False  # its result is writes an earlier run saved
+    pushed: bool = False  # made by a Send packet (not triggered by an edge)
+    streamed: bool = False  # its ``updates`` event was sent as it finished
 
     @staticmethod
     def virtual_start() -> Task:
@@ -125,7 +136,7 @@ def make_tasks(
         index = offset + i
         node = graph.nodes[send.node]
         tid = task_id(base, loop.step, index, send.node) if hashed else f"{loop.step}:{index}"
-        tasks.append(Task(send.node, node, send.arg, tid, index, remaining))
+        tasks.append(Task(send.node, node, send.arg, tid, index, remaining, pushed=True))
     if planned.pending or resume:
         for task in tasks:
             done = planned.pending.get(task.id)
@@ -185,9 +196,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     here = node.subgraph is None and not (
         node.wants_config or node.wants_runtime or node.wants_writer
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
+    if node.wants_runtime:
+        ctx.first_attempt_time = time.time()
     while True:
         attempt += 1
         ctx.interrupt_index = ctx.nested = 0
+        ctx.attempt = attempt
         try:
             if here:
                 token = _TASK.set(ctx)
@@ -204,13 +218,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except (GraphInterrupt, asyncio.CancelledError):
             raise
         except Exception as exc:
-            delay = _retry_delay(node, exc, attempt)
-            if delay is None:
-                add_node_note(exc, task.name, loop.step)
-                if debug is not None:
-                    _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+            if not await _waited_to_retry(loop, task, exc, attempt, debug):
                 raise
-            await asyncio.sleep(delay)
     if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
@@ -225,13 +234,35 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     return out
 
 
+async def _waited_to_retry(
+    loop: RunLoop, task: Task, exc: Exception, attempt: int, debug: Emit | None
+) -> bool:
+    """After failed attempt ``attempt``: wait and return True when the node's retry
+    policy retries ``exc``; else note the node on ``exc`` and return False."""
+    node = task.node
+    delay = None if node is None else _retry_delay(node, exc, attempt)
+    if delay is None:
+        add_node_note(exc, task.name, loop.step)
+        if debug is not None:
+            _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+        return False
+    if loop.blocking_ok and loop.inline_sync:  # a lone task of a sync run
+        time.sleep(delay)  # as LangGraph's sync runs wait between attempts
+    else:
+        await asyncio.sleep(delay)
+    return True
+
+
 def _retry_delay(node: NodeSpec, exc: Exception, attempt: int) -> float | None:
     """Seconds to wait before retrying ``node`` after failed attempt ``attempt`` with
     ``exc``, or None when its ``RetryPolicy`` does not retry it (or it has none)."""
-    policy = node.retry
-    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+    policies = node.retry
+    if policies is None:
         return None
-    return policy.interval(attempt)
+    for policy in policies:  # the first policy that retries this error applies
+        if policy.should_retry(exc):
+            return None if attempt >= policy.max_attempts else policy.interval(attempt)
+    return None
 
 
 def _debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any) -> None:
@@ -292,6 +323,7 @@ def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
             remaining_steps=ctx.remaining_steps,
             stream_writer=writer or _noop,
             context=ctx.context,
+            execution_info=execution_info(ctx),
         )
     return kwargs
 

@@ -52,6 +52,8 @@ class StreamMapper:
         """The SSE events of one engine event (none when the client did not ask)."""
         suffix = "|" + "|".join(namespace) if namespace else ""
         if mode == "values":
+            if isinstance(payload, dict) and "__interrupt__" in payload:
+                return  # the engine's pause event: final_values sends it in the wire form
             if not namespace:
                 self.last_values = payload
             if "values" in self.wire:

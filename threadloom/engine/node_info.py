@@ -1,0 +1,180 @@
+"""A node and a branch as the builder records them (``NodeSpec``, ``Branch``), and what
+``StateGraph.add_node`` reads off a node's callable: its name, whether it is async, which
+keyword arguments it takes, where its ``Command`` may route, and its retry policies.
+Definition time only, as ``graph``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.errors import GraphBuildError
+from threadloom.types import RetryPolicy
+
+if TYPE_CHECKING:
+    from threadloom.engine.compiled import CompiledGraph
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    """A node as the scheduler sees it.
+
+    Attributes:
+        name: unique node name.
+        fn: the callable (sync or async), or a compiled graph for a subgraph.
+        is_async: ``fn`` must be awaited.
+        wants_config / wants_runtime / wants_writer: extra keyword arguments ``fn`` takes.
+        retry: the node's retry policies, if any (the first that matches an error applies).
+        input_keys: the keys the node reads (None: the whole state).
+        build_input: turns a dict of values into the object the node receives.
+        subgraph: the compiled graph when the node is one.
+        destinations: where a ``Command``-returning node may route (for drawings and the
+            unknown-node check; never required).
+        destination_labels: edge labels of the destinations, when given as a dict.
+    """
+
+    name: str
+    fn: Any
+    is_async: bool
+    wants_config: bool = False
+    wants_runtime: bool = False
+    wants_writer: bool = False
+    retry: tuple[RetryPolicy, ...] | None = None
+    input_keys: tuple[str, ...] | None = None
+    build_input: Callable[[dict[str, Any]], Any] | None = None
+    subgraph: CompiledGraph | None = None
+    destinations: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    destination_labels: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A conditional edge: ``path(state)`` picks the next node(s).
+
+    Attributes:
+        source: the node after which the branch is evaluated.
+        path: ``state -> name | list[name | Send] | Send | END`` (sync or async).
+        path_map: maps the path's return values to node names; None: names as returned.
+        is_async: ``path`` must be awaited.
+    """
+
+    source: str
+    path: Callable[..., Any]
+    path_map: Mapping[Hashable, str] | None
+    is_async: bool
+
+
+def node_name(action: Any) -> str | None:
+    """The name ``add_node(action)`` gives a node, as LangGraph: a ``name`` attribute
+    (a compiled graph, a tool), else ``__name__`` (a function, ``"<lambda>"`` included),
+    else the class name of a callable object. None when nothing names it."""
+    name = getattr(action, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    name = getattr(action, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    return type(action).__name__ if callable(action) else None
+
+
+def is_async_callable(fn: Any) -> bool:
+    """``fn`` (a function or a callable object) must be awaited."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def param_names(fn: Any) -> set[str]:
+    """The names of ``fn``'s parameters (empty when it has no inspectable signature)."""
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def command_destinations(fn: Any) -> tuple[str, ...]:
+    """Node names read from a ``-> Command[Literal["a", "b"]]`` return annotation (also
+    inside a union, and on a callable object's ``__call__``), as LangGraph reads them for
+    drawings. Empty when there is none: destinations are never required."""
+    hint = None
+    for target in (fn, getattr(fn, "__call__", None)):  # noqa: B004
+        try:
+            hint = typing.get_type_hints(target).get("return")
+        except Exception:  # noqa: S112 - an unresolvable annotation only loses a drawing
+            continue
+        if hint is not None:
+            break
+    found: list[str] = []
+
+    def walk(tp: Any) -> None:
+        if typing.get_origin(tp) is typing.Literal:
+            found.extend(a for a in typing.get_args(tp) if isinstance(a, str))
+        for arg in typing.get_args(tp):
+            walk(arg)
+
+    if hint is not None and "Command" in getattr(hint, "__qualname__", repr(hint)):
+        walk(hint)
+    return tuple(found)
+
+
+def split_destinations(
+    destinations: Mapping[str, str] | Sequence[str] | None,
+) -> tuple[tuple[str, ...], dict[str, str] | None]:
+    """``add_node(..., destinations=...)`` as names and edge labels: a tuple of names,
+    or a dict ``{node: label}`` as LangGraph accepts."""
+    if destinations is None:
+        return (), None
+    if isinstance(destinations, Mapping):
+        return tuple(destinations), {str(k): str(v) for k, v in destinations.items()}
+    if isinstance(destinations, str):
+        return (destinations,), None
+    return tuple(destinations), None
+
+
+def retry_policies(
+    name: str, retry: RetryPolicy | Sequence[RetryPolicy] | None
+) -> tuple[RetryPolicy, ...] | None:
+    """``add_node(..., retry_policy=...)`` as a tuple: one policy or a sequence of them
+    (the first whose ``retry_on`` matches an error applies, as in LangGraph).
+
+    Raises:
+        GraphBuildError: an item is not a ``RetryPolicy``.
+    """
+    if retry is None:
+        return None
+    policies = (retry,) if isinstance(retry, RetryPolicy) else tuple(retry)
+    for policy in policies:
+        if not isinstance(policy, RetryPolicy):
+            raise GraphBuildError(
+                f"node {name!r}: retry_policy takes RetryPolicy objects, got {policy!r}"
+            )
+    return policies or None
+
+
+def apply_node_defaults(
+    nodes: Mapping[str, Any], retry: tuple[RetryPolicy, ...] | None
+) -> None:
+    """Give ``retry`` to every node spec without a retry policy of its own (as LangGraph
+    applies ``set_node_defaults`` when it compiles)."""
+    if retry is None:
+        return
+    for spec in nodes.values():
+        if spec.retry is None:
+            spec.retry = retry
+
+
+def node_list(value: Sequence[str] | str | None, nodes: Mapping[str, Any]) -> list[str]:
+    """``interrupt_before``/``interrupt_after`` as a list of names (``"*"``: every node)."""
+    if value is None:
+        return []
+    if value == "*":
+        return list(nodes)
+    if isinstance(value, str):
+        return [value]
+    return list(value)
