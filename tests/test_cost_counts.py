@@ -1,0 +1,118 @@
+"""Costs that must stay flat as the work grows, asserted by deterministic counts (bytes
+allocated, SQL statements), never by timing (benchmarks/curves.py measures the time).
+
+A step appending one item to a long list (operator.add, add_messages) writes a delta
+without comparing or copying the whole list; the stored thread reads back the same list,
+in a fresh process cache too.
+"""
+
+from __future__ import annotations
+
+import operator
+import tracemalloc
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from threadloom import END, START, AIMessage, InMemoryCheckpointer, MessagesState, StateGraph
+from threadloom.checkpoint.sqlite import SqliteCheckpointer
+
+
+class _Items(TypedDict):
+    n: int
+    items: Annotated[list, operator.add]
+
+
+def _appender(saver: Any, steps: int) -> Any:
+    g = StateGraph(_Items)
+    g.add_node("a", lambda s: {"n": s["n"] + 1, "items": [("step", s["n"])]})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: END if s["n"] >= steps else "a")
+    return g.compile(checkpointer=saver)
+
+
+def test_a_step_on_a_long_list_allocates_one_new_list_not_two():
+    """Each step's reducer builds the new list (8 bytes an item); nothing else of the
+    list's length is allocated: the checkpointer neither copies the list it stored (it
+    was 6 lists' worth over these 3 steps when it did) nor compares it item by item."""
+    n = 200_000
+    graph = _appender(InMemoryCheckpointer(), 3)
+    cfg = {"configurable": {"thread_id": "long"}}
+    graph.invoke({"n": 0, "items": list(range(n))}, cfg)
+    graph.invoke({"n": 0}, cfg)  # the list the cache holds is now the stored one
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        graph.invoke({"n": 0}, cfg)
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 8 * n, f"{peak / (8 * n):.2f} lists' worth allocated in 3 steps"
+    assert len(graph.get_state(cfg).values["items"]) == n + 9
+
+
+@pytest.mark.parametrize("reload", [False, True])
+def test_long_list_deltas_read_back_whole(tmp_path, reload):
+    path = str(tmp_path / "cp.db")
+    n = 5_000
+    saver = SqliteCheckpointer(path)
+    graph = _appender(saver, 40)
+    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    graph.invoke({"n": 0, "items": list(range(n))}, cfg)
+    graph.invoke({"n": 35}, cfg)
+    expected = list(range(n)) + [("step", i) for i in range(40)] + [("step", i)
+                                                                     for i in range(35, 40)]
+    if reload:
+        saver.close()
+        saver = SqliteCheckpointer(path)
+        graph = _appender(saver, 40)
+    assert graph.get_state(cfg).values["items"] == expected
+    history = [s.values.get("items") for s in graph.get_state_history(cfg)]
+    assert history[0] == expected and history[5] == expected[:-5]
+    saver.close()
+
+
+def test_in_place_append_to_a_long_list_is_stored_once(tmp_path):
+    """Unsupported but common: a node appends to the state's list in place and returns
+    it. The stored thread holds each item once (the cache knows the length it stored)."""
+    n = 1_000
+
+    def grow(state: dict[str, Any]) -> dict[str, Any]:
+        state["items"].append(state["n"])  # mutates the stored list
+        return {"n": state["n"] + 1, "items": [-1]}
+
+    g = StateGraph(_Items)
+    g.add_node("a", grow)
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: END if s["n"] >= 3 else "a")
+    saver = SqliteCheckpointer(str(tmp_path / "cp.db"))
+    graph = g.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "t"}}
+    out = graph.invoke({"n": 0, "items": list(range(n))}, cfg)
+    saver.close()
+    fresh = g.compile(checkpointer=SqliteCheckpointer(str(tmp_path / "cp.db")))
+    stored = fresh.get_state(cfg).values["items"]
+    assert stored[:n] == list(range(n))
+    assert stored == out["items"]
+
+
+def test_add_messages_on_a_long_history_reads_back_whole(tmp_path):
+    path = str(tmp_path / "cp.db")
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"r{len(state['messages'])}")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("reply", reply)
+    g.add_edge(START, "reply")
+    g.add_edge("reply", END)
+    graph = g.compile(checkpointer=SqliteCheckpointer(path))
+    cfg = {"configurable": {"thread_id": "chat"}}
+    graph.invoke({"messages": [("user", f"u{i}") for i in range(600)]}, cfg)
+    for i in range(5):
+        graph.invoke({"messages": [("user", f"again {i}")]}, cfg)
+    fresh = g.compile(checkpointer=SqliteCheckpointer(path))
+    contents = [m.content for m in fresh.get_state(cfg).values["messages"]]
+    assert len(contents) == 611
+    assert contents[600:] == ["r600", "again 0", "r602", "again 1", "r604", "again 2",
+                              "r606", "again 3", "r608", "again 4", "r610"]
