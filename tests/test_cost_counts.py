@@ -9,6 +9,7 @@ in a fresh process cache too.
 from __future__ import annotations
 
 import operator
+import threading
 import tracemalloc
 from typing import Annotated, Any, TypedDict
 
@@ -116,3 +117,82 @@ def test_add_messages_on_a_long_history_reads_back_whole(tmp_path):
     assert len(contents) == 611
     assert contents[600:] == ["r600", "again 0", "r602", "again 1", "r604", "again 2",
                               "r606", "again 3", "r608", "again 4", "r610"]
+
+
+class _Counter(TypedDict):
+    n: int
+
+
+def _loop_graph(saver: Any, steps: int) -> Any:
+    g = StateGraph(_Counter)
+    g.add_node("a", lambda s: {"n": s["n"] + 1})
+    g.add_node("b", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_conditional_edges("b", lambda s: END if s["n"] >= steps else "a")
+    return g.compile(checkpointer=saver)
+
+
+class _SeenThreads(SqliteCheckpointer):
+    """A real SQLite checkpointer that notes which thread each read ran on."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.read_on: list[int] = []
+
+    def get_tuple(self, config: Any) -> Any:
+        self.read_on.append(threading.get_ident())
+        return super().get_tuple(config)
+
+    def list(self, config: Any, **kwargs: Any) -> Any:
+        self.read_on.append(threading.get_ident())
+        return super().list(config, **kwargs)
+
+
+def test_sync_get_state_reads_on_the_calling_thread_without_a_loop(tmp_path):
+    """Sync ``get_state``/``get_state_history`` call the store's sync reads on the
+    caller's thread: no private event loop is made, no worker thread is used."""
+    from threadloom.engine import sync
+
+    saver = _SeenThreads(str(tmp_path / "cp.db"))
+    graph = _loop_graph(saver, 6)
+    cfg = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0}, cfg)
+    seen: dict[str, Any] = {}
+
+    def reader() -> None:
+        seen["state"] = graph.get_state(cfg).values
+        seen["history"] = len(list(graph.get_state_history(cfg)))
+        seen["loop"] = getattr(sync._local, "holder", None)
+        seen["ident"] = threading.get_ident()
+
+    saver.read_on.clear()
+    worker = threading.Thread(target=reader)
+    worker.start()
+    worker.join()
+    assert seen["state"] == {"n": 6} and seen["history"] >= 7
+    assert seen["loop"] is None  # this thread never needed an event loop
+    assert saver.read_on == [seen["ident"]] * 2
+    saver.close()
+
+
+def test_history_reads_pending_writes_in_one_query_per_namespace(tmp_path):
+    """``get_state_history`` of a long thread is two SELECTs (checkpoints, their pending
+    writes), not one more per checkpoint; counted with sqlite3's trace callback."""
+    saver = SqliteCheckpointer(str(tmp_path / "cp.db"))
+    graph = _loop_graph(saver, 60)
+    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 70}
+    graph.invoke({"n": 0}, cfg)
+    list(graph.get_state_history(cfg))  # every connection a read uses now exists
+    statements: list[str] = []
+    for conn in saver._conns:  # the store's connections (one per OS thread)
+        conn.set_trace_callback(statements.append)
+    try:
+        snapshots = list(graph.get_state_history(cfg))
+    finally:
+        for conn in saver._conns:
+            conn.set_trace_callback(None)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(snapshots) >= 60
+    assert 2 <= len(selects) <= 4, selects  # the checkpoints and their writes, seen
+    saver.close()

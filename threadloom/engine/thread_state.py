@@ -10,12 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
+from threadloom.checkpoint.base import BaseCheckpointer
+from threadloom.engine.snapshot import (
+    StateSnapshot,
+    history,
+    history_sync,
+    snapshot,
+    snapshot_sync,
+    update_state,
+)
 from threadloom.engine.sync import run_sync
 from threadloom.types import END, START
 
 if TYPE_CHECKING:
-    from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.compiled import CompiledGraph
 
 
@@ -43,7 +50,11 @@ class ThreadState:
         Raises:
             ValueError: when the graph has no checkpointer.
         """
-        return run_sync(self.aget_state(config, thread_id=thread_id))
+        cp = self._need_cp()
+        cfg = self._config(config, thread_id, None)
+        if _has_sync_reads(cp):  # no loop, no worker thread: the store's own sync read
+            return snapshot_sync(self._graph(), cfg, cp)
+        return run_sync(snapshot(self._graph(), cfg, cp))
 
     async def aget_state(
         self, config: Mapping[str, Any] | None = None, *, thread_id: str | None = None
@@ -62,7 +73,10 @@ class ThreadState:
     ) -> Iterator[StateSnapshot]:
         """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
         cfg = self._config(config, thread_id, None)
-        return iter(run_sync(history(self._graph(), cfg, self._need_cp(), filter, before, limit)))
+        cp = self._need_cp()
+        if _has_sync_reads(cp):
+            return iter(history_sync(self._graph(), cfg, cp, filter, before, limit))
+        return iter(run_sync(history(self._graph(), cfg, cp, filter, before, limit)))
 
     def update_state(
         self,
@@ -88,3 +102,11 @@ class ThreadState:
             raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
         cfg = self._config(config, None, None)
         return await update_state(self._graph(), cfg, self._need_cp(), values, as_node)
+
+
+def _has_sync_reads(cp: BaseCheckpointer) -> bool:
+    """Whether ``cp`` implements the sync reads (every threadloom store does; a
+    checkpointer written with only the async twins is read through them)."""
+    kind = type(cp)
+    base = BaseCheckpointer
+    return kind.get_tuple is not base.get_tuple and kind.list is not base.list
