@@ -9,11 +9,14 @@ in a fresh process cache too.
 from __future__ import annotations
 
 import operator
+import tempfile
 import threading
 import tracemalloc
+import uuid
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from conftest import PG_CONNINFO
 
 from threadloom import END, START, AIMessage, InMemoryCheckpointer, MessagesState, StateGraph
 from threadloom.checkpoint.sqlite import SqliteCheckpointer
@@ -196,3 +199,105 @@ def test_history_reads_pending_writes_in_one_query_per_namespace(tmp_path):
     assert len(snapshots) >= 60
     assert 2 <= len(selects) <= 4, selects  # the checkpoints and their writes, seen
     saver.close()
+
+
+def _pg_round_trips(steps: int, schema: str, **kwargs: Any) -> tuple[int, int]:
+    """(statements, round trips) one run of the 2-node loop sends to PostgreSQL, counted
+    from libpq's protocol trace of the store's one pooled connection."""
+    from threadloom.checkpoint.postgres import PostgresCheckpointer
+
+    saver = PostgresCheckpointer(PG_CONNINFO, pool_size=1, schema=schema, **kwargs)
+    try:
+        graph = _loop_graph(saver, steps)
+        graph.invoke({"n": 0}, {"configurable": {"thread_id": "warm"}, "recursion_limit": 50})
+        with saver._pool.connection() as conn:
+            pgconn = conn.pgconn
+        with tempfile.TemporaryFile("w+") as trace:
+            pgconn.trace(trace.fileno())
+            try:
+                out = graph.invoke({"n": 0}, {"configurable": {"thread_id": f"t{steps}"},
+                                              "recursion_limit": steps + 10})
+            finally:
+                pgconn.untrace()
+            trace.seek(0)
+            kinds = [(p[1], p[3].strip()) for p in (line.split("\t") for line in trace)
+                     if len(p) > 3]
+        assert out["n"] == steps
+        statements = sum(1 for way, kind in kinds if way == "F" and kind in ("Query",
+                                                                             "Execute"))
+        return statements, sum(1 for way, kind in kinds if (way, kind) == ("B",
+                                                                           "ReadyForQuery"))
+    finally:
+        saver.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("ttl", [None, 3600.0])
+def test_postgres_super_step_is_one_round_trip(pg_schema, ttl):
+    """With the default durability each super-step's checkpoint is one transaction sent
+    in one round trip: BEGIN, the lease row locked, the checkpoint, the TTL touch, COMMIT
+    (counted per extra step, so what a run costs once does not blur it)."""
+    s10, r10 = _pg_round_trips(10, pg_schema, ttl_seconds=ttl)
+    s30, r30 = _pg_round_trips(30, pg_schema, ttl_seconds=ttl)
+    assert (r30 - r10) / 20 == 1
+    assert (s30 - s10) / 20 <= 5
+
+
+@pytest.mark.postgres
+def test_postgres_stale_lease_writes_nothing_in_the_pipelined_put(pg_schema):
+    from threadloom.checkpoint.leases import LEASE_TOKEN_KEY
+    from threadloom.checkpoint.postgres import PostgresCheckpointer
+    from threadloom.errors import ThreadBusyError
+
+    saver = PostgresCheckpointer(PG_CONNINFO, pool_size=1, schema=pg_schema)
+    try:
+        graph = _loop_graph(saver, 2)
+        cfg = {"configurable": {"thread_id": "fenced"}}
+        graph.invoke({"n": 0}, cfg)
+        before = len(list(saver.list(cfg)))
+        token = saver.acquire_lease("fenced", "run-1", 60.0)
+        saver.break_lease("fenced")
+        saved = saver.get_tuple(cfg)
+        stale = {"configurable": {**saved.config["configurable"], LEASE_TOKEN_KEY: token}}
+        with pytest.raises(ThreadBusyError, match="stale"):
+            saver.put(stale, {**saved.checkpoint, "id": "1" * 32}, {}, {})
+        assert len(list(saver.list(cfg))) == before
+    finally:
+        saver.close()
+
+
+@pytest.fixture
+def pg_schema() -> Any:
+    psycopg = pytest.importorskip("psycopg")
+    name = f"tl_test_cost_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.mark.postgres
+def test_postgres_delta_whose_base_vanished_is_stored_as_a_snapshot(pg_schema):
+    """The pipelined put writes a delta only while its base blob exists (checked by the
+    server); when a prune or a hand edit removed it, the put is retried as a snapshot."""
+    import psycopg
+
+    from threadloom.checkpoint.postgres import PostgresCheckpointer
+
+    saver = PostgresCheckpointer(PG_CONNINFO, pool_size=1, schema=pg_schema)
+    cfg = {"configurable": {"thread_id": "gone"}, "recursion_limit": 50}
+    try:
+        graph = _appender(saver, 3)
+        graph.invoke({"n": 0, "items": list(range(1000))}, cfg)
+        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+            deleted = conn.execute(f"DELETE FROM {pg_schema}.tl_blobs WHERE thread_id = %s",
+                                   ("gone",)).rowcount
+        assert deleted > 0
+        graph.invoke({"n": 0}, cfg)  # the cache still holds the deleted blob as the base
+    finally:
+        saver.close()
+    fresh = PostgresCheckpointer(PG_CONNINFO, pool_size=1, schema=pg_schema)
+    try:
+        items = _appender(fresh, 3).get_state(cfg).values["items"]
+    finally:
+        fresh.close()
+    assert items == list(range(1000)) + [("step", i) for i in range(3)] * 2
