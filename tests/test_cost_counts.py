@@ -8,6 +8,7 @@ in a fresh process cache too.
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import tempfile
 import threading
@@ -301,3 +302,40 @@ def test_postgres_delta_whose_base_vanished_is_stored_as_a_snapshot(pg_schema):
     finally:
         fresh.close()
     assert items == list(range(1000)) + [("step", i) for i in range(3)] * 2
+
+
+def test_sync_messages_stream_needs_no_task_per_chunk():
+    """A sync ``stream(..., stream_mode="messages")`` takes the chunks a node already
+    produced in one loop pass: asyncio tasks made on the private loop stay few whatever
+    the reply's length (it was one per chunk). Each chunk shares one metadata dict, as
+    LangGraph's do."""
+    from threadloom import ScriptedChatModel
+    from threadloom.engine.sync import _private_loop
+
+    def run(words: int) -> tuple[int, int, int]:
+        model = ScriptedChatModel(lambda _m, _t=None: " ".join(["tok"] * words),
+                                  record_calls=False)
+        g = StateGraph(MessagesState)
+        g.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+        g.add_edge(START, "model")
+        g.add_edge("model", END)
+        graph = g.compile()
+        loop = _private_loop()
+        made: list[Any] = []
+
+        def factory(lp: Any, coro: Any, **kw: Any) -> Any:
+            made.append(coro)
+            return asyncio.Task(coro, loop=lp, **kw)
+
+        loop.set_task_factory(factory)
+        try:
+            chunks = list(graph.stream({"messages": [("user", "hi")]},
+                                       stream_mode="messages"))
+        finally:
+            loop.set_task_factory(None)
+        return len(chunks), len(made), len({id(meta) for _, meta in chunks})
+
+    short, long = run(10), run(1000)
+    assert long[0] > 1000 and short[0] > 10
+    assert long[1] == short[1] < 20, (short, long)
+    assert long[2] == 1

@@ -55,6 +55,7 @@ class TaskContext:
     context: Any = None
     streamed_ids: set[str] | None = None
     blocking_ok: bool = False
+    chunk_metadata: dict[str, Any] | None = None  # built on the first streamed chunk
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
@@ -187,4 +188,7 @@ def emit_message_chunk(chunk: Any) -> None:
         return
     if ctx.streamed_ids is not None and getattr(chunk, "id", None):
         ctx.streamed_ids.add(chunk.id)
-    ctx.emit("messages", (chunk, message_metadata(ctx)))
+    meta = ctx.chunk_metadata
+    if meta is None:  # one dict for every chunk of the task, as LangGraph shares one
+        meta = ctx.chunk_metadata = message_metadata(ctx)
+    ctx.emit("messages", (chunk, meta))
