@@ -26,6 +26,7 @@ from typing import Any
 PEER_MODULES: dict[str, tuple[str, ...]] = {
     "langgraph": ("langgraph.graph",),
     "langgraph-sqlite": ("langgraph.graph", "langgraph.checkpoint.sqlite"),
+    "langgraph-postgres": ("langgraph.graph", "langgraph.checkpoint.postgres"),
     "langchain": ("langchain.agents", "langgraph.checkpoint.memory"),
     "haystack": ("haystack.components.agents",),
     "psutil": ("psutil",),
@@ -34,6 +35,7 @@ PEER_MODULES: dict[str, tuple[str, ...]] = {
 PEER_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "langgraph": ("langgraph",),
     "langgraph-sqlite": ("langgraph-checkpoint-sqlite",),
+    "langgraph-postgres": ("langgraph-checkpoint-postgres",),
     "langchain": ("langchain", "langchain-core"),
     "haystack": ("haystack-ai",),
 }

@@ -93,9 +93,10 @@ class BlobReader(Protocol):
 
 class _Tip(NamedTuple):
     bid: str
-    items: list[Any]
+    items: list[Any]  # the stored list itself (its first ``n`` items are what was stored)
     snap: str
     chain: int
+    n: int
 
 
 class NewBlob(NamedTuple):

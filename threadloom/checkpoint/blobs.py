@@ -17,9 +17,15 @@ bytes stay linear in what was appended (LangGraph's savers rewrite the whole lis
 step: quadratic). Loading concatenates from the nearest snapshot, or from a cached
 decoded ancestor, so a second load in the same process costs only the new tail.
 
+Finding the shared prefix needs no item-by-item compare when the reducer noted the
+append (``operator.add``, ``add_messages``: ``reducers/appends.py``) and the list it extends
+is the very list stored last: the cache keeps that list itself, not a copy, so a step on a
+100k-item list costs what its appended tail costs. Other lists are compared by identity.
+
 Caveat, as with every engine in this family: state values must be replaced, not mutated
-in place. Items of a list value are shared between the in-process cache and the values
-handed out (lists themselves are copied).
+in place. Lists and their items are shared between the in-process cache and the running
+graph (the cache remembers each list's stored length, so an in-place append is never
+stored twice); lists read back (``get_state``) are copies.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from threadloom.checkpoint.blob_rows import (
 )
 from threadloom.checkpoint.serde import Codec
 from threadloom.errors import CheckpointError, SerializationError
+from threadloom.reducers.appends import appended_from
 
 _new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
@@ -162,8 +169,11 @@ class BlobLayer:
         n = len(value)
         if tip is not None:
             items = tip.items
-            base_len = len(items)
-            if n >= base_len and all(map(operator.is_, items, value)):
+            base_len = tip.n
+            if n >= base_len and (
+                    (appended_from(value) is items and len(items) == base_len)
+                    or all(map(operator.is_, items[:base_len] if len(items) != base_len
+                                                                 else items, value))):
                 chain = tip.chain + n - base_len
                 if chain < max(base_len - tip.chain, MIN_CHAIN):  # still shorter than the snapshot
                     try:
@@ -183,7 +193,7 @@ class BlobLayer:
                 if row.n < 0:
                     tips.data.pop(key, None)
                     continue
-                tip = _new(_Tip, (bid, list(value), row.snap, row.chain))
+                tip = _new(_Tip, (bid, value, row.snap, row.chain, row.n))
                 tips.put(key, tip)
                 values.put((thread_id, ns, channel, bid), tip)
 
@@ -240,10 +250,10 @@ class BlobLayer:
             if row.n < 0:
                 out[channel] = value
             else:
-                tips[channel] = _Tip(bid, value, row.snap, row.chain)
+                tips[channel] = _Tip(bid, value, row.snap, row.chain, len(value))
         with self._lock:
             for channel, tip in tips.items():
-                out[channel] = list(tip.items)
+                out[channel] = tip.items[:tip.n]
                 if seed:
                     self._tips.put((thread_id, ns, channel), tip)
         return out
@@ -282,16 +292,17 @@ class BlobLayer:
                 return value
             if type(value) is not list:
                 raise CheckpointError(f"list blob {cur_bid!r} of {channel!r} is not a list")
-            base = self._remember(thread_id, ns, channel, _Tip(cur_bid, value, cur.snap, 0))
+            base = self._remember(thread_id, ns, channel,
+                                  _Tip(cur_bid, value, cur.snap, 0, len(value)))
             if not parts:
                 return value
-        value = list(base.items)
+        value = base.items[:base.n]
         for data in reversed(parts):
             tail = loads(data)
             if type(tail) is not list:
                 raise CheckpointError(f"delta of channel {channel!r} is not a list")
             value.extend(tail)
-        self._remember(thread_id, ns, channel, _Tip(bid, value, row.snap, row.chain))
+        self._remember(thread_id, ns, channel, _Tip(bid, value, row.snap, row.chain, len(value)))
         return value
 
     def _remember(self, thread_id: str, ns: str, channel: str, tip: _Tip) -> _Tip:

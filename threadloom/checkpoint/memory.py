@@ -229,6 +229,11 @@ class _MemoryTx:
         found = space.writes.get(cid) if space else None
         return [(task, ch, data) for (task, _), (ch, data) in found.items()] if found else []
 
+    def ns_writes(self, thread_id: str, ns: str) -> dict[str, list[tuple[str, str, bytes]]]:
+        space = self._ns(thread_id, ns)
+        return {cid: [(task, ch, data) for (task, _), (ch, data) in found.items()]
+                for cid, found in space.writes.items()} if space else {}
+
     def insert_writes(
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
     ) -> None:

@@ -2,7 +2,8 @@
 
 psycopg 3 with a ``psycopg_pool.ConnectionPool``. Tables are created on first use, under
 an advisory lock, with a schema version and forward migrations (``sqlbase.MIGRATIONS``).
-Each ``put`` and ``put_writes`` is one transaction. Thread leases live in a row per thread
+Each ``put`` and ``put_writes`` is one transaction; a ``put`` is sent in one round trip
+(pipeline mode, ``pg_put.py``). Thread leases live in a row per thread
 (owner, fencing token, expiry), read ``SELECT ... FOR UPDATE`` inside the writing
 transaction, so two workers on two machines can neither interleave writes on a thread nor
 write after losing the lease. Async methods run the sync ones in a worker thread.
@@ -24,13 +25,16 @@ method raises ``CheckpointError`` before it connects (``threadloom threads list`
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from threadloom.checkpoint.blob_rows import NewBlob
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.sqlbase import POSTGRES, SCHEMA_VERSION, TABLES, Sql, SqlTx
 from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
+from threadloom.checkpoint.tx import CkRow
 from threadloom.errors import CheckpointError, ThreadBusyError
 from threadloom.redact import mask_url, mask_urls
 
@@ -38,6 +42,8 @@ try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
+
+    from threadloom.checkpoint.pg_put import PutStatements, put_pipelined
 except ImportError as _exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "PostgresCheckpointer needs psycopg 3 and psycopg_pool: "
@@ -113,6 +119,7 @@ class PostgresCheckpointer(StoredCheckpointer):
             codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
         )
         self._sql = Sql(POSTGRES, schema)
+        self._put = PutStatements.build(self._sql.names, ttl_seconds)
         self.schema = schema
         self.read_only = read_only
         self._where = where = f"PostgreSQL checkpoint store at {mask_conninfo(conninfo)!r}"
@@ -183,18 +190,38 @@ class PostgresCheckpointer(StoredCheckpointer):
                 if lease_of is not None:
                     cur.execute(f"SET LOCAL lock_timeout = {_LEASE_LOCK_MS}")
                 yield SqlTx(cur, self._sql)
-        except psycopg.errors.LockNotAvailable as exc:
+        except psycopg.Error as exc:
+            raise self._failure(exc, lease_of) from exc
+
+    def _failure(self, exc: psycopg.Error, lease_of: str | None) -> Exception:
+        """What a driver error means to the caller: a row lock not granted in time is a
+        ``ThreadBusyError``, anything else (a lost connection...) a ``CheckpointError``."""
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
             thread = lease_of or ""
-            raise ThreadBusyError(
+            return ThreadBusyError(
                 f"thread {thread!r} is busy: another writer holds its rows in an open "
                 "transaction" if thread else "another writer of this store has held the "
                 f"rows this write needs for over {self.lock_timeout_s}s (a stalled "
-                "transaction)", thread_id=thread) from exc
-        except psycopg.Error as exc:
-            raise CheckpointError(f"the {self._where} failed: {_reason(exc, '')}") from exc
+                "transaction)", thread_id=thread)
+        return CheckpointError(f"the {self._where} failed: {_reason(exc, '')}")
 
     def _lease_tx(self, thread_id: str) -> Any:
         return self._tx(True, lease_of=thread_id)
+
+    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
+        """One ``put`` in one round trip (``pg_put``); the generic path (several round
+        trips) when that path wrote nothing: a stale lease (it raises) or a vanished delta
+        base (it writes a snapshot)."""
+        if not self.read_only:
+            try:
+                with self._pool.connection() as conn:
+                    count = put_pipelined(conn, self._put, row, new, token, time.time(),
+                                          bool(self.keep_latest))
+            except psycopg.Error as exc:
+                raise self._failure(exc, None) from exc
+            if count is not None:
+                return count
+        return super()._commit(row, new, token)
 
     def close(self) -> None:
         """Close the connection pool."""

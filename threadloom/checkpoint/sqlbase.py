@@ -158,6 +158,8 @@ class Sql:
             f"SELECT task_id, channel, value FROM {wr} WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ? ORDER BY seq"
         )
+        self.wr_select_ns = q(f"SELECT checkpoint_id, task_id, channel, value FROM {wr} "
+                              "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY seq")
         wins = (
             f"INSERT INTO {wr} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, "
             "value) VALUES (?, ?, ?, ?, ?, ?, ?) "
@@ -302,6 +304,15 @@ class SqlTx:
                 f"(thread {thread_id!r})"))
             for r in rows
         ]
+
+    def ns_writes(self, thread_id: str, ns: str) -> dict[str, list[tuple[str, str, bytes]]]:
+        out: dict[str, list[tuple[str, str, bytes]]] = {}
+        for cid, task_id, channel, data in self._all(self.sql.wr_select_ns, (thread_id, ns)):
+            if type(data) is not bytes:
+                data = as_blob(data, f"pending write {channel!r} of task {task_id!r} at "
+                               f"checkpoint {cid!r} (thread {thread_id!r})")
+            out.setdefault(cid, []).append((task_id, channel, data))
+        return out
 
     def insert_writes(
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]

@@ -49,6 +49,7 @@ from threadloom.errors import CheckpointError, SerializationError
 
 __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
+_BATCH_WRITES = 4  # list() reads a namespace's pending writes at once above this many rows
 _new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
 
 
@@ -141,18 +142,28 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             return
         with self._tx(False) as tx:
             rows = tx.checkpoint_rows(thread_id, ns, before_id, None if filter else limit)
+            # many checkpoints: each namespace's pending writes in one query
+            batch: dict[tuple[str, str], Any] | None = (
+                {} if len(rows) > _BATCH_WRITES else None)
             out: list[CheckpointTuple] = []
             for row in rows:
                 if filter:
                     meta = self._decode_metadata(row)
                     if any(k not in meta or meta[k] != v for k, v in filter.items()):
                         continue
-                out.append(self._tuple(tx, row, seed=False))
+                written = None
+                if batch is not None:
+                    space = (row.thread_id, row.checkpoint_ns)
+                    if space not in batch:
+                        batch[space] = tx.ns_writes(*space)
+                    written = batch[space].get(row.checkpoint_id, [])
+                out.append(self._tuple(tx, row, seed=False, written=written))
                 if limit is not None and len(out) >= limit:
                     break
         yield from out
 
-    def _tuple(self, tx: Tx, row: CkRow, *, seed: bool) -> CheckpointTuple:
+    def _tuple(self, tx: Tx, row: CkRow, *, seed: bool,
+               written: builtins.list[tuple[str, str, bytes]] | None = None) -> CheckpointTuple:
         """The decoded checkpoint of ``row``.
 
         Raises:
@@ -170,12 +181,11 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                 self._parents.put(
                     (row.thread_id, row.checkpoint_ns), (row.checkpoint_id, refs, None)
                 )
-            writes = [
-                PendingWrite(task_id, channel, self.codec.loads(data))
-                for task_id, channel, data in tx.writes(
-                    row.thread_id, row.checkpoint_ns, row.checkpoint_id
-                )
-            ]
+            if written is None:
+                written = tx.writes(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+            loads = self.codec.loads
+            writes = [PendingWrite(task_id, channel, loads(data))
+                      for task_id, channel, data in written]
             metadata = self._decode_metadata(row)
         except CheckpointError as exc:
             _name_checkpoint(exc, row)

@@ -154,6 +154,7 @@ class CompiledGraph(ThreadState):
         context: Any = None,
         debug: bool | None = None,
         _blocking_ok: bool = False,
+        _batched: bool = False,
     ) -> AsyncGenerator[Any, None]:
         """Run the graph and yield events as they happen.
 
@@ -188,11 +189,12 @@ class CompiledGraph(ThreadState):
             loop, answers = streamed_here(nest, loop)  # streamed inside a node (nested.py)
         producer = asyncio.ensure_future(self._produce(loop, input, sink, answers))
         try:
-            while True:
-                item = await sink.get()
-                if item is None:
-                    break
-                yield shape(item, single, subgraphs)
+            if _batched:  # the sync stream: every ready event per loop pass, as a list
+                while (items := await sink.get_many()) is not None:
+                    yield [shape(item, single, subgraphs) for item in items]
+            else:
+                while (item := await sink.get()) is not None:
+                    yield shape(item, single, subgraphs)
             await producer
         finally:
             if not producer.done():
@@ -282,7 +284,10 @@ class CompiledGraph(ThreadState):
         yield from self._stream_threaded(input, config, kwargs)
 
     def _stream_private(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
-        return iterate_on_private_loop(self.astream(input, config, _blocking_ok=True, **kwargs))
+        # one loop pass per burst of ready events, not per event (token chunks)
+        batches = self.astream(input, config, _blocking_ok=True, _batched=True, **kwargs)
+        for batch in iterate_on_private_loop(batches):
+            yield from batch
 
     def _stream_threaded(self, input: Any, config: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
         return iterate_on_thread(lambda: self._stream_private(input, config, kwargs))

@@ -61,6 +61,7 @@ class TaskContext:
     nested: int = 0  # graphs invoked inside the task so far
     attempt: int = 1  # of the node's retries, 1-based
     first_attempt_time: float | None = None  # set for nodes that take a ``runtime``
+    chunk_metadata: dict[str, Any] | None = None  # built on the first streamed chunk
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
@@ -277,4 +278,7 @@ def emit_message_chunk(chunk: Any) -> None:
         return
     if ctx.streamed_ids is not None and getattr(chunk, "id", None):
         ctx.streamed_ids.add(chunk.id)
-    ctx.emit("messages", (chunk, message_metadata(ctx)))
+    meta = ctx.chunk_metadata
+    if meta is None:  # one dict for every chunk of the task, as LangGraph shares one
+        meta = ctx.chunk_metadata = message_metadata(ctx)
+    ctx.emit("messages", (chunk, meta))

@@ -10,6 +10,7 @@ value, so ``state["messages"]`` is ``[]`` before anybody wrote it.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import typing_extensions
 
 from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
 from threadloom.errors import GraphBuildError, InvalidUpdateError
+from threadloom.reducers.appends import add
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
 _EMPTY_CONSTRUCTIBLE = (list, dict, set, tuple, int, float, str, frozenset)
@@ -46,7 +48,10 @@ class ChannelSpec:
         """The key's channel (its merge rule; the graph builds it once)."""
         if self.reducer is None:
             return LastValue(self.key, self.default, self.ephemeral)
-        return Reduced(self.key, self.reducer, self.default, self.ephemeral)
+        # operator.add itself, plus a note for the checkpointer that a long list grew by
+        # appending (reducers/appends.py: its delta is then written without a compare)
+        reducer = add if self.reducer is operator.add else self.reducer
+        return Reduced(self.key, reducer, self.default, self.ephemeral)
 
     def initial_value(self) -> Any:
         """The value a run starts with (a mutable default is built anew), or ``MISSING``."""

@@ -115,6 +115,35 @@ async def snapshot(
     return to_snapshot(graph, saved)
 
 
+def snapshot_sync(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer) -> StateSnapshot:
+    """``snapshot`` for sync callers: the checkpointer's own sync ``get_tuple``, on this
+    thread, without an event loop or a worker thread (as LangGraph's ``get_state``)."""
+    saved = cp.get_tuple(cfg)
+    if saved is None:
+        return StateSnapshot({}, (), cfg, None, None, None, (), ())
+    return to_snapshot(graph, saved)
+
+
+def history_sync(
+    graph: CompiledGraph,
+    cfg: dict[str, Any],
+    cp: BaseCheckpointer,
+    filter: Mapping[str, Any] | None,
+    before: Mapping[str, Any] | None,
+    limit: int | None,  # noqa: A002
+) -> list[StateSnapshot]:
+    """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
+    items = cp.list(_without_id(cfg), filter=filter, before=before, limit=limit)
+    return [to_snapshot(graph, t) for t in items]
+
+
+def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **cfg,
+        "configurable": {k: v for k, v in cfg["configurable"].items() if k != "checkpoint_id"},
+    }
+
+
 async def history(
     graph: CompiledGraph,
     cfg: dict[str, Any],
@@ -124,10 +153,7 @@ async def history(
     limit: int | None,  # noqa: A002
 ) -> list[StateSnapshot]:
     """Every snapshot of a thread (and namespace), newest first."""
-    cfg = {
-        **cfg,
-        "configurable": {k: v for k, v in cfg["configurable"].items() if k != "checkpoint_id"},
-    }
+    cfg = _without_id(cfg)
     if getattr(cp, "inline_io", False):
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:

@@ -62,6 +62,7 @@ class StreamSink:
         self.subgraphs = subgraphs
         self._empty = asyncio.Event()
         self._empty.set()
+        self._held: _Done | None = None  # the end, met while taking a batch
 
     def bind(self, namespace: tuple[str, ...]) -> Emit:
         """An ``emit(mode, payload)`` function for one (sub)graph namespace."""
@@ -108,14 +109,38 @@ class StreamSink:
         Raises:
             BaseException: the run's error, once every earlier event was read.
         """
-        if self.queue.empty():
-            self._empty.set()  # the consumer asks for more: the run may take its next step
-        item = await self.queue.get()
+        item: Any = self._held
+        if item is None:
+            if self.queue.empty():
+                self._empty.set()  # the consumer asks for more: the run may take its next step
+            item = await self.queue.get()
         if isinstance(item, _Done):
             if item.error is not None:
                 raise item.error
             return None
         return item
+
+
+    async def get_many(self) -> list[tuple[tuple[str, ...], str, Any]] | None:
+        """``get``, plus every further event already queued (one loop pass for a burst of
+        token chunks); None at the end. The end or an error met while taking the batch
+        comes with the next call, after the batch's events.
+
+        Raises:
+            BaseException: the run's error, once every earlier event was read.
+        """
+        first = await self.get()
+        if first is None:
+            return None
+        out = [first]
+        queue = self.queue
+        while not queue.empty():
+            item = queue.get_nowait()
+            if type(item) is _Done:
+                self._held = item
+                break
+            out.append(item)
+        return out
 
 
 def shape(item: tuple[tuple[str, ...], str, Any], single: bool, subgraphs: bool) -> Any:

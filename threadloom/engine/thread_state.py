@@ -10,13 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from threadloom.engine.snapshot import StateSnapshot, history, snapshot, update_state
+from threadloom.checkpoint.base import BaseCheckpointer
+from threadloom.engine.snapshot import (
+    StateSnapshot,
+    history,
+    history_sync,
+    snapshot,
+    snapshot_sync,
+    update_state,
+)
 from threadloom.engine.subgraph_state import with_subgraph_states
 from threadloom.engine.sync import run_sync
 from threadloom.types import END, START
 
 if TYPE_CHECKING:
-    from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.compiled import CompiledGraph
 
 
@@ -51,6 +58,10 @@ class ThreadState:
         Raises:
             ValueError: when the graph has no checkpointer.
         """
+        graph, cp = self._graph(), self._need_cp()
+        cfg = self._config(config, thread_id, None)
+        if _has_sync_reads(cp) and not (graph.has_subgraphs or subgraphs):
+            return snapshot_sync(graph, cfg, cp)  # no loop, no worker thread
         return run_sync(self.aget_state(config, thread_id=thread_id, subgraphs=subgraphs))
 
     async def aget_state(
@@ -78,7 +89,10 @@ class ThreadState:
     ) -> Iterator[StateSnapshot]:
         """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
         cfg = self._config(config, thread_id, None)
-        return iter(run_sync(history(self._graph(), cfg, self._need_cp(), filter, before, limit)))
+        cp = self._need_cp()
+        if _has_sync_reads(cp):
+            return iter(history_sync(self._graph(), cfg, cp, filter, before, limit))
+        return iter(run_sync(history(self._graph(), cfg, cp, filter, before, limit)))
 
     def update_state(
         self,
@@ -104,3 +118,11 @@ class ThreadState:
             raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
         cfg = self._config(config, None, None)
         return await update_state(self._graph(), cfg, self._need_cp(), values, as_node)
+
+
+def _has_sync_reads(cp: BaseCheckpointer) -> bool:
+    """Whether ``cp`` implements the sync reads (every threadloom store does; a
+    checkpointer written with only the async twins is read through them)."""
+    kind = type(cp)
+    base = BaseCheckpointer
+    return kind.get_tuple is not base.get_tuple and kind.list is not base.list

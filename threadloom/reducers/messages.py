@@ -19,6 +19,7 @@ from threadloom.messages import (
     convert_to_messages,
 )
 from threadloom.messages.ids import uuid4_str
+from threadloom.reducers.appends import LONG, note_append
 
 _BUILTIN_TYPES = frozenset(
     {AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, SystemMessage, ToolMessage}
@@ -138,6 +139,8 @@ def add_messages(left: Any, right: Any) -> list[BaseMessage]:
     if not removes and _is_plain_append(update, index):
         result = stored + update
         base = len(stored)
+        if base >= LONG:
+            note_append(result, stored)
         for offset, message in enumerate(update):
             index[message.id] = base + offset  # type: ignore[index]
         _remember(result, index)
@@ -156,6 +159,8 @@ def _add_one(stored: list[BaseMessage], message: BaseMessage,
         return _merge(stored, [message], index)
     index[mid] = len(stored)
     result = [*stored, message]
+    if len(stored) >= LONG:
+        note_append(result, stored)
     _remember(result, index)
     return result
 
