@@ -304,7 +304,11 @@ class Agent(AgentLifecycle, CompiledGraph):
         async with contextlib.aclosing(
             super().astream(input, config, context=options, **kwargs)
         ) as events:
+            batched = kwargs.get("_batched", False)  # the sync stream: lists of events
             async for item in events:
+                if batched:
+                    yield [k for k in map(quiet.keep, item) if k is not None]
+                    continue
                 kept = quiet.keep(item)
                 if kept is not None:
                     yield kept
