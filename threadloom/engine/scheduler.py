@@ -243,6 +243,7 @@ class RunLoop(Persistence):
             if fut.done() and not fut.cancelled() and fut.exception() is not None:
                 error = fut.exception()
                 await self._record_error(task, error)  # type: ignore[arg-type]
+                await self._record_finished(todo)
                 raise error  # type: ignore[misc]
 
     # -- emit --------------------------------------------------------------

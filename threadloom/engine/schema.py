@@ -121,7 +121,22 @@ def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict
     return specs
 
 
+_REQUIRED_WRAPPERS = frozenset(
+    w for mod in (typing, typing_extensions) for name in ("Required", "NotRequired", "ReadOnly")
+    if (w := getattr(mod, name, None)) is not None
+)
+
+
+def _unwrap_required(hint: Any) -> Any:
+    """``hint`` without ``Required[...]`` / ``NotRequired[...]`` / ``ReadOnly[...]`` around it
+    (as LangGraph since 1.2: the reducer inside them still counts)."""
+    while get_origin(hint) in _REQUIRED_WRAPPERS:
+        hint = get_args(hint)[0]
+    return hint
+
+
 def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
+    hint = _unwrap_required(hint)
     base, reducer, ephemeral = hint, None, False
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import INTERRUPT, RESUME, Checkpoint
+from threadloom.checkpoint.base import INTERRUPT, RESUME, Checkpoint, CheckpointTuple
 from threadloom.engine.apply import apply_from
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
-from threadloom.engine.tasks import Task, TaskResult
+from threadloom.engine.tasks import Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
 from threadloom.errors import CheckpointNotFoundError, EmptyInputError, GraphRunError
 from threadloom.types import START, Command, Interrupt
@@ -53,8 +53,33 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
                 "invoke(None) needs a thread with a saved checkpoint to continue from; "
                 "this thread has none. Pass an input."
             )
-        return plan_from_saved(loop, loop.saved), None
+        return await _continue(loop, loop.saved), None
     return await _start_input(loop, input), None
+
+
+async def _continue(loop: RunLoop, saved: CheckpointTuple) -> Planned:
+    """``invoke(None)``: go on from ``saved``. Replaying a checkpoint named in the config
+    first saves a ``"fork"`` copy of it, as LangGraph, so the replay is a new branch; a
+    checkpoint whose next task is START runs the START step with its saved input."""
+    pending = start_writes(saved)
+    if loop.config_id() and saved.metadata.get("source") not in ("update", "fork"):
+        await _save_fork(loop, saved, pending)
+    if pending is not None:
+        return await run_start_step(loop, pending)
+    return plan_from_saved(loop, saved)
+
+
+async def _save_fork(
+    loop: RunLoop, saved: CheckpointTuple, pending: list[tuple[str, Any]] | None
+) -> None:
+    """The replay's ``"fork"`` checkpoint: ``saved``'s state and next tasks, one step on."""
+    kept = plan_from_saved(loop, saved) if pending is None else Planned([START], [])
+    loop.step += 1
+    saving = loop.save("fork", set(), [], Planned(kept.tasks, kept.sends))
+    if saving is not None:
+        await saving
+    if pending and loop.durability != "exit":
+        await put_start_writes(loop, pending)
 
 
 def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
@@ -99,15 +124,55 @@ async def _start_input(loop: RunLoop, input: Any) -> Planned:
     if loop.graph.validate_input is not None:
         present = set(loop.values)
         writes = loop.graph.validate_input(writes, present)
-    updated = apply_from(loop, writes, START, loop.step + 1)
     loop.step += 1
-    planned = await next_tasks(loop, [Task.virtual_start()], [TaskResult(writes, [])])
-    saving = loop.save("input", updated, [], planned)
+    if loop.cp is not None:
+        await _save_input(loop, writes)
+    return await run_start_step(loop, writes)
+
+
+async def _save_input(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
+    """Save the input checkpoint, as LangGraph: the state before the input, ``next`` the
+    START task, the input kept as that task's pending writes (a replay of this checkpoint
+    runs it again)."""
+    saving = loop.save("input", set(), [], Planned([START], []))
     if saving is not None:
         await saving
+    if loop.durability != "exit" and writes:
+        await put_start_writes(loop, writes)
+
+
+async def put_start_writes(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
+    """Save ``writes`` as the pending writes of the START task of the last checkpoint."""
+    await loop._flush_pending_put()  # noqa: SLF001
+    cid = (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
+    await loop.cp_call(
+        "put_writes", loop.checkpoint_config, list(writes), task_id(cid, loop.step + 1, 0, START)
+    )
+
+
+async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]]) -> Planned:
+    """The START step (LangGraph's ``__start__`` task): apply the input ``writes``, route
+    from START, save the step's ``"loop"`` checkpoint; return the first node step's plan."""
+    loop.step += 1
+    updated = apply_from(loop, writes, START, loop.step)
+    start = Task.virtual_start()
+    start.result = TaskResult(writes, [])
+    planned = await next_tasks(loop, [start], [start.result])
+    if loop.cp is not None:
+        saving = loop.save("loop", updated, [start], planned)
+        if saving is not None:
+            await saving
     if "values" in loop.modes and loop.emit is not None:
         loop.emit("values", loop.output())
     return planned
+
+
+def start_writes(saved: CheckpointTuple) -> list[tuple[str, Any]] | None:
+    """The input writes of a saved checkpoint whose next task is START, else None."""
+    if list(saved.checkpoint.get("next", ())) != [START]:
+        return None
+    tid = task_id(saved.checkpoint["id"], int(saved.metadata.get("step", -1)) + 1, 0, START)
+    return [(w.channel, w.value) for w in saved.pending_writes if w.task_id == tid]
 
 
 def restore(loop: RunLoop, cp: Checkpoint) -> None:
