@@ -226,3 +226,43 @@ def test_h31_a_required_wrapper_keeps_the_counter_reducer(schema):
 def test_h31_not_required_list_keeps_its_reducer():
     assert _two_writers(H31C, "notes", ["a"], ["b"]).invoke({"notes": ["x"]})["notes"] == [
         "x", "a", "b"]
+
+
+# -- refusals: another graph's thread; resuming a finished thread ------------------------
+
+class Other(TypedDict):
+    y: int
+
+
+def test_a_thread_saved_by_another_graph_is_refused_by_name(checkpointer, thread_id):
+    from threadloom.errors import GraphRunError
+
+    chain().compile(checkpointer=checkpointer).invoke({"x": ["in"]}, thread_id=thread_id)
+    g = StateGraph(Other)
+    g.add_node("n", lambda s: {"y": 1})
+    g.add_edge(START, "n")
+    other = g.compile(checkpointer=checkpointer)
+    for attempt in ({"y": 0}, None):
+        with pytest.raises(GraphRunError) as info:
+            other.invoke(attempt, thread_id=thread_id)
+        text = str(info.value)
+        assert f"thread {thread_id!r}" in text and "state keys ['x']" in text
+        assert "next nodes []" in text and "0 pending interrupt(s)" in text
+        assert "no key ['x']" in text
+    # nothing was saved by the refused runs
+    assert len(list(other.get_state_history(thread_id=thread_id))) == 4
+
+
+def test_resume_on_a_finished_thread_is_refused(checkpointer, thread_id):
+    from threadloom import Command
+    from threadloom.errors import EmptyInputError
+
+    app = chain().compile(checkpointer=checkpointer)
+    with pytest.raises(EmptyInputError):  # unknown thread: as before
+        app.invoke(Command(resume="yes"), thread_id=thread_id)
+    app.invoke({"x": ["in"]}, thread_id=thread_id)
+    with pytest.raises(EmptyInputError) as info:
+        app.invoke(Command(resume="yes"), thread_id=thread_id)
+    text = str(info.value)
+    assert f"thread {thread_id!r}" in text and "no pending interrupt" in text
+    assert "finished at step 2" in text and "state keys ['x']" in text

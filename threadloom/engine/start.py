@@ -41,6 +41,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
                 f"{loop.config['configurable'].get('thread_id')!r}"
             )
     if loop.saved is not None:
+        _refuse_foreign_state(loop, loop.saved)
         restore(loop, loop.saved.checkpoint)
         loop.checkpoint_config = loop.fenced(loop.saved.config)
     if isinstance(input, Command) and input.resume is None and input.goto == ():
@@ -85,6 +86,14 @@ async def _save_fork(
 def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
     if loop.saved is None:
         raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
+    if cmd.resume is not None and not loop.saved.checkpoint.get("next") and not any(
+        w.channel == INTERRUPT for w in loop.saved.pending_writes
+    ):
+        raise EmptyInputError(
+            f"Command(resume=...) on thread {_thread(loop)!r}, which has no pending "
+            f"interrupt: its run finished at step {loop.step} ({_holds(loop.saved)}); "
+            "start a new run on it with an input instead"
+        )
     planned = plan_from_saved(loop, loop.saved)
     resume: Resume = {}
     previous: Resume = {}
@@ -173,6 +182,39 @@ def start_writes(saved: CheckpointTuple) -> list[tuple[str, Any]] | None:
         return None
     tid = task_id(saved.checkpoint["id"], int(saved.metadata.get("step", -1)) + 1, 0, START)
     return [(w.channel, w.value) for w in saved.pending_writes if w.task_id == tid]
+
+
+def _thread(loop: RunLoop) -> Any:
+    return (loop.config.get("configurable") or {}).get("thread_id")
+
+
+def _holds(saved: CheckpointTuple) -> str:
+    """What a saved checkpoint holds, for an error message: keys, next nodes, interrupts."""
+    cp = saved.checkpoint
+    keys = sorted(k for k in cp["channel_values"] if not k.startswith("__"))
+    nxt = [n if isinstance(n, str) else n.get("node") for n in cp.get("next", ())]
+    pending = sum(len(w.value) for w in saved.pending_writes if w.channel == INTERRUPT)
+    return f"state keys {keys}, next nodes {nxt}, {pending} pending interrupt(s)"
+
+
+def _refuse_foreign_state(loop: RunLoop, saved: CheckpointTuple) -> None:
+    """Refuse to run on a thread saved by a graph with other state keys: this graph would
+    drop the values of the keys it lacks from the thread's next checkpoint.
+
+    Raises:
+        GraphRunError: naming the thread, what it holds and the keys this graph lacks.
+    """
+    channels = loop.channels
+    foreign = sorted(
+        k for k in saved.checkpoint["channel_values"] if k not in channels and k[:2] != "__"
+    )
+    if foreign:
+        raise GraphRunError(
+            f"thread {_thread(loop)!r} was saved by a graph with other state keys: it holds "
+            f"{_holds(saved)}, and this graph's state has no key {foreign} (its keys: "
+            f"{sorted(channels)}); running would lose those values. Continue the thread "
+            "with the graph that made it, or use a new thread_id"
+        )
 
 
 def restore(loop: RunLoop, cp: Checkpoint) -> None:
