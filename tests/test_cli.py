@@ -131,12 +131,13 @@ def test_threads_list_show_history_delete(work):
     shown = cli("threads", "show", "t1", "--db", "c.db")
     state = json.loads(shown.stdout)
     assert state["values"] == {"n": 4, "log": ["inc 1", "double"]}
-    assert state["next"] == [] and state["status"] == "done" and state["step"] == 1
+    assert state["next"] == [] and state["status"] == "done" and state["step"] == 2
 
     hist = cli("threads", "history", "t1", "--db", "c.db")
     rows = [line.split("│") for line in hist.stdout.splitlines() if line.startswith("│")]
     assert [(r[2].strip(), r[3].strip(), r[4].strip(), r[5].strip()) for r in rows] == [
-        ("1", "loop", "double", "-"), ("0", "loop", "inc", "double"), ("-1", "input", "", "inc")]
+        ("2", "loop", "double", "-"), ("1", "loop", "inc", "double"),
+        ("0", "loop", "__start__", "inc"), ("-1", "input", "", "__start__")]
     middle = rows[1][1].strip()
     assert len(middle) == 32
     past = json.loads(cli("threads", "show", "t1", "--checkpoint", middle[:20], "--db",

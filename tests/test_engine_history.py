@@ -266,3 +266,27 @@ def test_resume_on_a_finished_thread_is_refused(checkpointer, thread_id):
     text = str(info.value)
     assert f"thread {thread_id!r}" in text and "no pending interrupt" in text
     assert "finished at step 2" in text and "state keys ['x']" in text
+
+
+class Pub(TypedDict):
+    a: int
+
+
+class Priv(TypedDict):
+    a: int
+    secret: str
+
+
+def test_a_node_state_hint_adds_its_private_keys_as_channels():
+    def one(s: Pub) -> Priv:
+        return {"a": s["a"] + 1, "secret": "s1"}
+
+    def two(s: Priv) -> Pub:
+        return {"a": s["a"] * 10 if s["secret"] == "s1" else -1}
+
+    g = StateGraph(Pub)
+    g.add_node("one", one)
+    g.add_node("two", two)
+    g.add_edge(START, "one")
+    g.add_edge("one", "two")
+    assert g.compile().invoke({"a": 1}) == {"a": 20}  # as LangGraph: secret stays private

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.engine.schema import (
     ChannelSpec,
     channel_specs,
+    hinted_input_schema,
     merge_specs,
     schema_keys,
     state_builder,
@@ -218,8 +219,8 @@ class StateGraph:
         metadata: Mapping[str, Any] | None,
     ) -> NodeSpec:
         subgraph = action if getattr(action, "_is_compiled_graph", False) else None
-        input_keys = None
-        build = None
+        input_keys = build = None
+        input_schema = input_schema or hinted_input_schema(action, self.state_schema, subgraph)
         if input_schema is not None:
             extra = channel_specs(input_schema, self._localns)
             for key, ch in extra.items():

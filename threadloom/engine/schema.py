@@ -281,3 +281,27 @@ def input_validator(
         return out
 
     return validate
+
+
+def hinted_input_schema(action: Any, state_schema: Any, subgraph: Any = None) -> Any:
+    """The schema a node function's first parameter is annotated with, or None: LangGraph
+    reads a node's input schema from that hint, and the keys it has beyond the state
+    become private channels. Only a typed schema (TypedDict, pydantic model, dataclass)
+    counts; an unreadable hint is no hint."""
+    import inspect
+
+    if subgraph is not None:
+        return None
+    try:
+        params = list(inspect.signature(action).parameters.values())
+        fn = action if inspect.isroutine(action) else type(action).__call__
+        hint = get_type_hints(fn).get(params[0].name) if params else None
+    except Exception:  # noqa: BLE001 (a forward reference, a builtin: no hint to read)
+        return None
+    if not isinstance(hint, type) or hint is state_schema or hint is dict:
+        return None
+    try:
+        schema_kind(hint)
+    except GraphBuildError:  # a plain class: not a schema
+        return None
+    return hint
