@@ -268,7 +268,9 @@ def test_demo_and_resume_refuse_threads_they_did_not_make(work):
     wrong = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:counter",
                  "--db", "c.db", cwd=work)
     assert wrong.returncode == 1
-    assert "thread 'r1' was saved with node 'review' to run next" in _one_error_line(wrong)
+    line = _one_error_line(wrong)  # another graph's thread: refused, saying what it holds
+    assert "thread 'r1' was saved by a graph with other state keys" in line
+    assert "state keys ['draft'], next nodes ['review']" in line
 
     assert _tables(work / "c.db") == tables  # no demo tables were added
     after = json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout)
