@@ -112,7 +112,7 @@ def test_checkpoints_record_agent_nodes(thread_id: str) -> None:
     agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
     history = list(agent.get_state_history(thread_id=thread_id))
     written = [w for snap in reversed(history) for w in snap.metadata.get("writes", {})]
-    assert written[:5] == ["before_run", "model", "tools", "model", "tools"]
+    assert written[:6] == ["__start__", "before_run", "model", "tools", "model", "tools"]
     assert written[-3:-1] == ["model", "exit_check"]
     assert written[-1] == "after_run"
     assert agent.get_state(thread_id=thread_id).next == ()

@@ -49,7 +49,7 @@ def test_run_streams_steps_and_saves_checkpoints(work):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "thread t1 | db c.db"
-    assert "[step 0] inc" in lines and "[step 1] double" in lines  # as threads history
+    assert "[step 1] inc" in lines and "[step 2] double" in lines  # as threads history
     assert '  update: {"n": 2, "log": ["inc 1"]}' in lines
     assert 'final state: {"n": 4, "log": ["inc 1", "double"]}' in lines
     cp = SqliteCheckpointer("c.db")
@@ -75,9 +75,10 @@ def test_run_headers_name_the_super_steps_threads_history_shows(work):
         for t in cp.list({"configurable": {"thread_id": "h"}})
         for node in (t.metadata.get("writes") or {})
     }
-    assert shown == [("3", "inc"), ("4", "double")], result.stdout  # input checkpoint: 2
+    # the second run: input checkpoint 3, START step 4, then its nodes
+    assert shown == [("5", "inc"), ("6", "double")], result.stdout
     assert {(int(step), node) for step, node in shown} <= wrote
-    assert history["step"] == 4
+    assert history["step"] == 6
 
 
 def test_run_compiled_graph_and_factory_with_input_file(work):
@@ -86,7 +87,7 @@ def test_run_compiled_graph_and_factory_with_input_file(work):
                  "c.db", "--stream-mode", "values")
     assert result.exit_code == 0, result.output
     assert 'state: {"n": 21, "log": ["inc 20"]}' in result.stdout  # 21 >= 10: no double
-    assert "[step 1]" not in result.stdout
+    assert "[step 2]" not in result.stdout
     result = cli("run", "cli_graphs:make_counter", "--thread", "b", "--db", "c.db")
     assert result.exit_code == 0, result.output
     assert 'final state: {"n": 2, "log": ["inc 0", "double"]}' in result.stdout
@@ -124,18 +125,19 @@ def test_threads_list_show_history_delete(work):
     assert listed.exit_code == 0, listed.output
     rows = [line for line in listed.stdout.splitlines() if line.startswith("│")]
     assert [r.split("│")[1].strip() for r in rows] == ["t1", "t2"]
-    assert [r.split("│")[2].strip() for r in rows] == ["3", "2"]  # checkpoints per thread
+    assert [r.split("│")[2].strip() for r in rows] == ["4", "3"]  # checkpoints per thread
     assert all(r.split("│")[4].strip() == "done" for r in rows)
 
     shown = cli("threads", "show", "t1", "--db", "c.db")
     state = json.loads(shown.stdout)
     assert state["values"] == {"n": 4, "log": ["inc 1", "double"]}
-    assert state["next"] == [] and state["status"] == "done" and state["step"] == 1
+    assert state["next"] == [] and state["status"] == "done" and state["step"] == 2
 
     hist = cli("threads", "history", "t1", "--db", "c.db")
     rows = [line.split("│") for line in hist.stdout.splitlines() if line.startswith("│")]
     assert [(r[2].strip(), r[3].strip(), r[4].strip(), r[5].strip()) for r in rows] == [
-        ("1", "loop", "double", "-"), ("0", "loop", "inc", "double"), ("-1", "input", "", "inc")]
+        ("2", "loop", "double", "-"), ("1", "loop", "inc", "double"),
+        ("0", "loop", "__start__", "inc"), ("-1", "input", "", "__start__")]
     middle = rows[1][1].strip()
     assert len(middle) == 32
     past = json.loads(cli("threads", "show", "t1", "--checkpoint", middle[:20], "--db",
@@ -163,14 +165,14 @@ def test_fork_with_graph_uses_reducers_and_routes(work):
     assert result.exit_code == 0, result.output
     state = json.loads(cli("threads", "show", "t1", "--db", "c.db").stdout)
     assert state["values"] == {"n": 5, "log": ["inc 1", "edited"]}  # operator.add appended
-    assert state["source"] == "fork" and state["next"] == ["double"]
+    assert state["source"] == "update" and state["next"] == ["double"]  # as update_state
     cont = cli("run", "cli_graphs:counter", "--input", "null", "-t", "t1", "--db", "c.db")
     assert 'final state: {"n": 10, "log": ["inc 1", "edited", "double"]}' in cont.stdout
 
 
 def test_fork_without_graph_writes_through_checkpointer(work):
     _seed(work)
-    first = _checkpoint_ids("t1")[-1]  # the input checkpoint, next inc
+    first = _checkpoint_ids("t1")[-2]  # the START step's checkpoint, next inc
     result = cli("threads", "fork", "t1", "-c", first, "-u", '{"n": 7}', "--db", "c.db")
     assert result.exit_code == 0, result.output
     state = json.loads(cli("threads", "show", "t1", "--db", "c.db").stdout)
@@ -212,7 +214,7 @@ def test_draw_mermaid_and_png(work):
     (["draw", "cli_graphs:counter", "-o", "nodir/g.mmd"], 1, "no directory 'nodir'"),
     # a node's failure names the node and super-step (the exception's note)
     (["run", "cli_graphs:counter", "--input", '{"n": "zero"}'], 1,
-     "(while running node 'inc' at super-step 0)"),
+     "(while running node 'inc' at super-step 1)"),
     (["run", "cli_graphs:counter", "--input", '{"n": 1}', "--recursion-limit", "1"], 1,
      "(threadloom run: --recursion-limit N)"),
 ])
@@ -266,7 +268,9 @@ def test_demo_and_resume_refuse_threads_they_did_not_make(work):
     wrong = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:counter",
                  "--db", "c.db", cwd=work)
     assert wrong.returncode == 1
-    assert "thread 'r1' was saved with node 'review' to run next" in _one_error_line(wrong)
+    line = _one_error_line(wrong)  # another graph's thread: refused, saying what it holds
+    assert "thread 'r1' was saved by a graph with other state keys" in line
+    assert "state keys ['draft'], next nodes ['review']" in line
 
     assert _tables(work / "c.db") == tables  # no demo tables were added
     after = json.loads(proc("threads", "show", "r1", "--db", "c.db", cwd=work).stdout)
@@ -330,7 +334,7 @@ def test_interrupt_then_resume_in_a_new_process(work):
     second = proc("resume", "r1", "--value", '"yes"', "--graph", "cli_graphs:review",
                   "--db", "c.db", cwd=work)
     assert second.returncode == 0, second.stderr
-    assert "[step 1] review" in second.stdout
+    assert "[step 2] review" in second.stdout
     assert '"verdict": "human said yes"' in second.stdout
     again = proc("resume", "r1", "--value", '"no"', "--graph", "cli_graphs:review", "--db",
                  "c.db", cwd=work)

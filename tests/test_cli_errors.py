@@ -331,15 +331,15 @@ def test_run_prints_debug_and_checkpoint_events(work):
                                 "--db", "c.db", "-s", "debug"])
     assert debug.exit_code == 0, debug.output
     lines = debug.stdout.splitlines()
-    assert '  debug: super-step 0 task inc starts, input {"log": [], "n": 1}' in lines
-    assert '  debug: super-step 0 task inc returned {"n": 2, "log": ["inc 1"]}' in lines
+    assert '  debug: super-step 1 task inc starts, input {"log": [], "n": 1}' in lines
+    assert '  debug: super-step 1 task inc returned {"n": 2, "log": ["inc 1"]}' in lines
     saved = [line for line in lines if line.startswith("  debug: checkpoint ")]
-    assert len(saved) == 3 and saved[-1].endswith("saved (super-step 1, loop); next: -")
+    assert len(saved) == 4 and saved[-1].endswith("saved (super-step 2, loop); next: -")
     points = runner.invoke(app, ["run", "cli_graphs:counter", "-i", '{"n": 1}', "-t", "b",
                                  "--db", "c.db", "-s", "checkpoints"])
     assert points.exit_code == 0, points.output
     saved = [line for line in points.stdout.splitlines() if line.startswith("  checkpoint ")]
     assert [s.split(" saved ")[1] for s in saved] == [
-        "(super-step -1, input); next: inc", "(super-step 0, loop); next: double",
-        "(super-step 1, loop); next: -"]
+        "(super-step -1, input); next: __start__", "(super-step 0, loop); next: inc",
+        "(super-step 1, loop); next: double", "(super-step 2, loop); next: -"]
     assert "debug:" not in points.stdout

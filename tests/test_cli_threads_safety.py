@@ -194,7 +194,7 @@ def test_one_damaged_thread_is_named_and_the_others_listed(work: Path, how: str)
     assert "Traceback" not in listed.stderr
     rows = {r.split("│")[1].strip(): [c.strip() for c in r.split("│")[2:-1]]
             for r in listed.stdout.splitlines() if r.startswith("│")}
-    assert rows["pay2"][:3] == ["2", "0", "done"]  # the healthy thread, whole
+    assert rows["pay2"][:3] == ["3", "1", "done"]  # the healthy thread, whole
     assert rows["pay1"][2].startswith("unreadable")
     assert listed.returncode == 1  # something could not be read...
     err = _one_error_line(listed)  # ... said in one line naming the thread and the record
@@ -291,7 +291,7 @@ def test_delete_and_fork_refuse_a_thread_a_live_run_holds(work: Path):
             run.wait()
     assert run.returncode == 0, (out, err)
     # whole: from the input to the end, every parent there
-    assert _history_is_a_chain(path, "victim") == [2, 1, 0, -1]
+    assert _history_is_a_chain(path, "victim") == [3, 2, 1, 0, -1]
     assert proc("threads", "delete", "victim", "--db", "del.db", cwd=work).returncode == 0
     assert proc("threads", "list", "--db", "del.db", cwd=work).stdout.startswith("no threads")
 
@@ -361,7 +361,7 @@ def test_delete_thread_fences_off_the_run_that_held_it(tmp_path: Path):
     assert cp.list_threads() == []
     assert g.compile(checkpointer=cp).invoke({"n": 0}, thread_id="t") == {"n": 3}
     assert [t.metadata["step"] for t in cp.list({"configurable": {"thread_id": "t"}})] == [
-        2, 1, 0, -1]  # the new run's own history, nothing of the deleted one
+        3, 2, 1, 0, -1]  # the new run's own history, nothing of the deleted one
     cp.close()
 
 
@@ -402,7 +402,7 @@ def test_list_and_history_times_carry_their_utc_offset(work: Path):
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00"
     listed_times = re.findall(stamp, listed)
     hist_times = re.findall(stamp, hist)
-    assert len(listed_times) == 2 and len(hist_times) == 3, (listed, hist)
+    assert len(listed_times) == 2 and len(hist_times) == 4, (listed, hist)
     assert listed_times[0] == hist_times[0]  # t1's latest, written the same way
 
 

@@ -304,12 +304,12 @@ def test_run_without_input_on_a_stopped_or_finished_thread(work):
         "--db c.db` (or give --input JSON to start a new run on it)")
     going = proc("run", "cli_graphs:stopping", "-t", "s1", "-i", "null", "--db", "c.db",
                  cwd=work)
-    assert going.returncode == 0 and "[step 1] double" in going.stdout
+    assert going.returncode == 0 and "[step 2] double" in going.stdout
     # finished: a new run on it, said on stderr
     finished = proc("run", "cli_graphs:counter", "-t", "s1", "--db", "c.db", cwd=work)
     assert finished.returncode == 0, finished.stderr
     assert finished.stderr.strip() == (
-        "(thread s1 finished at step 1: this run starts on its state with input {})")
+        "(thread s1 finished at step 2: this run starts on its state with input {})")
 
 
 def test_resume_on_a_thread_with_nothing_pending_says_its_state(work):
@@ -331,14 +331,14 @@ def test_resume_on_a_thread_with_nothing_pending_says_its_state(work):
     other = proc("resume", "c1", "--approve", "--db", "c.db", cwd=work)
     assert other.returncode == 1
     assert one_error_line(other) == (
-        "error: thread 'c1' has no pending interrupt to answer: it finished at step 1; "
+        "error: thread 'c1' has no pending interrupt to answer: it finished at step 2; "
         "start a new run on it with `threadloom run MODULE:ATTR --thread c1 --input JSON "
         "--db c.db`")
     graph = proc("resume", "c1", "--value", "1", "--graph", "cli_graphs:counter", "--db",
                  "c.db", cwd=work)
     assert graph.returncode == 1
     assert one_error_line(graph) == (
-        "error: thread 'c1' has no pending interrupt to answer: it finished at step 1; "
+        "error: thread 'c1' has no pending interrupt to answer: it finished at step 2; "
         "start a new run on it with `threadloom run cli_graphs:counter --thread c1 --input "
         "JSON --db c.db`")
 

@@ -117,7 +117,7 @@ def test_kill_mid_parallel_step_keeps_finished_siblings(
                         "join saw 5"]
     assert final == reference(parallel_graph(None, None, 0), inp)
     ids = assert_intact(backend, "crash-1")
-    assert len(ids) == 4  # input, plan, the parallel step, join
+    assert len(ids) == 5  # input, START, plan, the parallel step, join
 
 
 def _kill_loop_at_random_step(
@@ -141,7 +141,7 @@ def _kill_loop_at_random_step(
     contents = [m["content"] for m in final["messages"]]
     assert contents == ["go", *[f"step {i}" for i in range(1, turns + 1)]]
     ids = assert_intact(backend, "loop-1")
-    assert len(ids) == turns + 1  # the input checkpoint and one per step, no fork
+    assert len(ids) == turns + 2  # the input checkpoint, START and one per step, no fork
     return lines(effects), final, killed_at
 
 

@@ -64,12 +64,15 @@ def test_get_state_and_history_newest_first(checkpointer, thread_id):
     snap = app.get_state(thread_id=thread_id)
     assert snap.values == {"n": 4, "log": ["inc", "double"]}
     assert snap.next == ()
-    assert snap.metadata["source"] == "loop" and snap.metadata["step"] == 1
+    assert snap.metadata["source"] == "loop" and snap.metadata["step"] == 2
     history = list(app.get_state_history(thread_id=thread_id))
-    assert [h.metadata["step"] for h in history] == [1, 0, -1]
-    assert [h.metadata["source"] for h in history] == ["loop", "loop", "input"]
-    assert [h.next for h in history] == [(), ("double",), ("inc",)]
+    # as LangGraph: the input checkpoint (-1, before the input), then the START step (0)
+    assert [h.metadata["step"] for h in history] == [2, 1, 0, -1]
+    assert [h.metadata["source"] for h in history] == ["loop", "loop", "loop", "input"]
+    assert [h.next for h in history] == [(), ("double",), ("inc",), ("__start__",)]
     assert history[1].values["n"] == 2
+    assert history[2].values["n"] == 1 and "n" not in history[3].values
+    assert [t.name for t in history[3].tasks] == ["__start__"]
     assert history[0].parent_config["configurable"]["checkpoint_id"] == (
         history[1].config["configurable"]["checkpoint_id"])
 
@@ -89,7 +92,12 @@ def test_time_travel_replays_from_a_past_checkpoint(checkpointer, thread_id):
     out = app.invoke(None, before_double.config)
     assert out["n"] == 4
     assert calls == ["double"]
-    assert len(list(app.get_state_history(thread_id=thread_id))) == 4
+    history = list(app.get_state_history(thread_id=thread_id))
+    # as LangGraph: the 4 checkpoints of the run, then the replay's "fork" and its step
+    assert [(h.metadata["step"], h.metadata["source"]) for h in history[:3]] == [
+        (3, "loop"), (2, "fork"), (2, "loop")]
+    assert len(history) == 6
+    assert history[1].next == ("double",) and history[1].values["n"] == 2
 
 
 def test_update_state_forks_from_a_past_checkpoint(checkpointer, thread_id):
@@ -100,7 +108,7 @@ def test_update_state_forks_from_a_past_checkpoint(checkpointer, thread_id):
     fork = app.get_state(fork_config)
     assert fork.values["n"] == 100
     assert fork.next == ("double",)
-    assert fork.metadata["source"] == "fork"
+    assert fork.metadata["source"] == "update"  # as LangGraph (a copy-fork is "fork")
     assert app.invoke(None, thread_id=thread_id)["n"] == 200
     assert app.get_state(thread_id=thread_id).values["log"] == ["inc", "double"]
 
@@ -275,7 +283,8 @@ def test_failed_sibling_keeps_successful_writes_and_resume_does_not_rerun(checkp
     with pytest.raises(RuntimeError):
         app.invoke({"n": 0}, thread_id=thread_id)
     snap = app.get_state(thread_id=thread_id)
-    assert snap.next == ("good", "flaky")
+    # as LangGraph: good's saved write is applied and good is no longer next
+    assert snap.next == ("flaky",) and snap.values["log"] == ["good"]
     assert "RuntimeError: down" in snap.tasks[1].error
     fail["on"] = False
     out = app.invoke(None, thread_id=thread_id)
@@ -306,7 +315,7 @@ def test_durability_modes_give_the_same_result(checkpointer, thread_id, durabili
     assert app.invoke({"n": 1}, thread_id=thread_id)["n"] == 4
     assert app.get_state(thread_id=thread_id).values["n"] == 4
     steps = [h.metadata["step"] for h in app.get_state_history(thread_id=thread_id)]
-    assert steps == ([1] if durability == "exit" else [1, 0, -1])
+    assert steps == ([2] if durability == "exit" else [2, 1, 0, -1])
 
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
@@ -406,7 +415,7 @@ def test_resume_when_every_task_of_the_step_has_saved_writes(thread_id):
         armed = False
 
         def put(self, config, checkpoint, metadata, new_versions):
-            if self.armed and metadata.get("source") == "loop":
+            if self.armed and metadata.get("source") == "loop" and metadata["step"] == 1:
                 self.armed = False
                 raise OSError("disk full")
             return super().put(config, checkpoint, metadata, new_versions)
@@ -431,7 +440,10 @@ def test_resume_when_every_task_of_the_step_has_saved_writes(thread_id):
     with pytest.raises(OSError, match="disk full"):
         app.invoke({"n": 0}, thread_id=thread_id)
     assert calls == {"a": 1, "b": 1}
-    assert app.get_state(thread_id=thread_id).next == ("a", "b")
+    # as LangGraph, the latest state has both tasks' saved writes applied, none left next
+    latest = app.get_state(thread_id=thread_id)
+    assert latest.next == () and latest.values["log"] == ["a", "b"]
+    assert app.get_state(latest.config).next == ("a", "b")  # the checkpoint as saved
     out = app.invoke(None, thread_id=thread_id)
     assert out["log"] == ["a", "b"]
     assert calls == {"a": 1, "b": 1}
@@ -457,7 +469,7 @@ def test_snapshot_values_list_keys_in_schema_order_in_every_process(tmp_path):
         fresh = g.compile(checkpointer=reader)
         for graph in (app, fresh):
             history = list(graph.get_state_history(thread_id="t"))
-            assert [list(s.values) for s in history] == [["a", "b", "c"], ["b", "c"]]
+            assert [list(s.values) for s in history] == [["a", "b", "c"], ["b", "c"], []]
     finally:
         reader.close()
         writer.close()
@@ -484,10 +496,10 @@ def test_a_node_error_that_cannot_be_recorded_says_why_once(save_error, note):
     from threadloom import InMemoryCheckpointer
 
     class Failing(InMemoryCheckpointer):
-        def put_writes(self, config, writes, task_id, task_path=""):
+        def put_writes(self, config, writes, task_id):
             if any(channel == "__error__" for channel, _ in writes):
                 raise RuntimeError(save_error)
-            return super().put_writes(config, writes, task_id, task_path)
+            return super().put_writes(config, writes, task_id)
 
     def fails(state):
         raise RuntimeError("boom")

@@ -117,7 +117,7 @@ def test_command_to_unknown_node_names_node_target_and_step():
     g.add_edge(START, "r")
     with pytest.raises(InvalidRouteError) as info:
         g.compile().invoke({"n": 0})
-    assert (info.value.node, info.value.target, info.value.step) == ("r", "ghost", 0)
+    assert (info.value.node, info.value.target, info.value.step) == ("r", "ghost", 1)
 
 
 def test_conditional_edge_returning_unknown_node():
@@ -210,7 +210,7 @@ def test_node_error_note_names_node_and_step():
     g.add_edge("ok", "boom")
     with pytest.raises(ZeroDivisionError) as info:
         g.compile().invoke({"n": 0})
-    assert "while running node 'boom' at super-step 1" in info.value.__notes__
+    assert "while running node 'boom' at super-step 2" in info.value.__notes__
 
 
 def test_failing_sibling_cancels_async_siblings():

@@ -120,18 +120,19 @@ def test_unknown_key_in_update_is_refused_with_node_and_step():
         g.compile().invoke({"a": 1})
     assert info.value.field == "zzz"
     assert info.value.nodes == ("bad",)
-    assert "'bad'" in str(info.value) and "super-step 0" in str(info.value)
+    assert "'bad'" in str(info.value) and "super-step 1" in str(info.value)
 
 
-def test_unknown_key_in_input_is_refused():
+def test_unknown_key_in_input_is_dropped_as_langgraph_drops_it():
     class S(TypedDict):
         a: int
 
+    seen = []
     g = StateGraph(S)
-    g.add_node("n", lambda s: None)
+    g.add_node("n", lambda s: seen.append(dict(s)))
     g.add_edge(START, "n")
-    with pytest.raises(InvalidUpdateError, match="'nope'"):
-        g.compile().invoke({"a": 1, "nope": 2})
+    assert g.compile().invoke({"a": 1, "nope": 2}) == {"a": 1}
+    assert seen == [{"a": 1}]
 
 
 def test_non_dict_return_names_node_and_type():
@@ -141,7 +142,7 @@ def test_non_dict_return_names_node_and_type():
     g = StateGraph(S)
     g.add_node("oops", lambda s: 42)
     g.add_edge(START, "oops")
-    with pytest.raises(InvalidUpdateError, match=r"node 'oops' gave int 42 .* super-step 0"):
+    with pytest.raises(InvalidUpdateError, match=r"node 'oops' gave int 42 .* super-step 1"):
         g.compile().invoke({"a": 1})
 
 
@@ -163,7 +164,7 @@ def test_reducer_error_names_node_key_and_step():
     with pytest.raises(ValueError, match="cannot merge") as info:
         g.compile().invoke({"x": 1})
     notes = " ".join(getattr(info.value, "__notes__", []))
-    assert "'w'" in notes and "'x'" in notes and "super-step 0" in notes
+    assert "'w'" in notes and "'x'" in notes and "super-step 1" in notes
 
 
 def test_ephemeral_key_is_seen_by_the_next_step_then_cleared():

@@ -79,10 +79,11 @@ def test_debug_and_checkpoints_modes_report_saved_checkpoints(memory_checkpointe
     app.checkpointer = memory_checkpointer
     events = list(app.stream({"n": 1}, thread_id="dbg", stream_mode=["debug", "checkpoints"]))
     saved = [p for mode, p in events if mode == "checkpoints"]
-    assert [c["metadata"]["source"] for c in saved] == ["input", "loop", "loop"]
+    assert [c["metadata"]["source"] for c in saved] == ["input", "loop", "loop", "loop"]
+    assert [c["metadata"]["step"] for c in saved] == [-1, 0, 1, 2]
     assert saved[-1]["values"] == {"n": 2, "log": ["inc", "again"]}
     debug_types = [p["type"] for mode, p in events if mode == "debug"]
-    assert debug_types.count("checkpoint") == 3 and debug_types.count("task") == 2
+    assert debug_types.count("checkpoint") == 4 and debug_types.count("task") == 2
     ids = {h.config["configurable"]["checkpoint_id"]
            for h in app.get_state_history(thread_id="dbg")}
     assert {c["id"] for c in saved} == ids
@@ -111,7 +112,7 @@ def test_messages_mode_yields_chunks_with_metadata_and_no_duplicates():
     out = list(g.compile().stream({"messages": []}, {"tags": ["t1"]}, stream_mode="messages"))
     assert [m.content for m, _ in out] == ["Hel", "lo", "not streamed"]
     meta = out[0][1]
-    assert meta["node"] == "talk" and meta["step"] == 0 and meta["tags"] == ["t1"]
+    assert meta["node"] == "talk" and meta["step"] == 1 and meta["tags"] == ["t1"]
 
 
 def test_subgraph_streams_with_namespaces_and_sends_back_only_written_keys():
@@ -176,9 +177,8 @@ def test_subgraph_with_a_smaller_schema_reads_only_its_own_keys(memory_checkpoin
     g2.add_node("sub", sub.compile())
     g2.add_conditional_edges(START, lambda s: [Send("sub", {"foo": "b", "extra": 5})])
     assert g2.compile().invoke({"foo": "a", "extra": 1}) == {"foo": "b!", "extra": 1}
-    # a top-level input key the graph lacks is still an error (threadloom's own rule)
-    with pytest.raises(InvalidUpdateError, match="'nope'"):
-        app.invoke({"foo": "a", "nope": 1}, thread_id="t2")
+    # a top-level input key the graph lacks is dropped, as LangGraph drops it
+    assert app.invoke({"foo": "a", "nope": 1}, thread_id="t2") == {"foo": "a!"}
 
 
 def test_failing_node_ends_the_stream_with_the_error_sync_and_async():

@@ -78,14 +78,14 @@ def pause(cp: Any, thread_id: str) -> Any:
     app = paused_app(cp)
     out = app.invoke({"n": 0, "log": []}, thread_id=thread_id)
     assert out["__interrupt__"][0].value == {"approve": 5}
-    assert len(list(app.get_state_history(thread_id=thread_id))) == 6  # input + 5 count steps
+    assert len(list(app.get_state_history(thread_id=thread_id))) == 7  # input, START + 5 count steps
     return app
 
 
 def test_prune_to_one_checkpoint_keeps_a_paused_thread_resumable(store: Any) -> None:
     app = pause(store, "p1")
     before = app.get_state(thread_id="p1")
-    assert store.prune("p1", keep_last=1) == 5
+    assert store.prune("p1", keep_last=1) == 6
     history = list(app.get_state_history(thread_id="p1"))
     assert len(history) == 1
     after = app.get_state(thread_id="p1")

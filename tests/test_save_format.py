@@ -296,4 +296,4 @@ def test_a_graph_run_stores_its_counter_inline_and_reads_it_back(store: Any) -> 
     assert state.values == {"n": 1, "label": "at 1"}
     assert state.created_at == checkpoint_ts(state.config["configurable"]["checkpoint_id"])
     history = app.get_state_history(thread_id="t")
-    assert [h.metadata["source"] for h in history] == ["loop", "input"] * 3
+    assert [h.metadata["source"] for h in history] == ["loop", "loop", "input"] * 3

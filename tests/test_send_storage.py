@@ -66,7 +66,9 @@ def test_a_planned_fan_out_stores_only_the_packet_args(tmp_path: Path) -> None:
     out = app.invoke(None, thread_id="t")
     assert out["results"] == ["fanned", *[i * 2 for i in range(PACKETS)]]
     # the workers' writes (saved one by one as each finished) hold their updates only
-    [(writes_bytes, n_writes)] = rows(path, "SELECT sum(length(value)), count(*) FROM tl_writes")
+    # (the input is kept whole as the START task's pending write, as LangGraph keeps it)
+    [(writes_bytes, n_writes)] = rows(
+        path, "SELECT sum(length(value)), count(*) FROM tl_writes WHERE channel != 'big'")
     assert n_writes >= PACKETS
     assert writes_bytes < 100 * n_writes, writes_bytes
     cp.close()

@@ -28,6 +28,7 @@ from threadloom.engine.node_info import (  # NodeSpec, Branch: imported from her
 from threadloom.engine.schema import (
     ChannelSpec,
     channel_specs,
+    hinted_input_schema,
     merge_specs,
     schema_keys,
     state_builder,
@@ -156,8 +157,8 @@ class StateGraph:
         ends, labels = split_destinations(destinations)
         if destinations is None and subgraph is None:
             ends = command_destinations(action)
-        input_keys = None
-        build = None
+        input_keys = build = None
+        input_schema = input_schema or hinted_input_schema(action, self.state_schema, subgraph)
         if input_schema is not None:
             extra = channel_specs(input_schema, self._localns)
             for key, ch in extra.items():

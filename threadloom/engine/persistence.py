@@ -24,7 +24,7 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
-from threadloom.engine.tasks import Task
+from threadloom.engine.tasks import Task, task_id
 from threadloom.errors import GraphRunError
 from threadloom.redact import mask_urls
 
@@ -79,6 +79,18 @@ class Persistence:
         await self._flush_pending_put()
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
+    async def _record_finished(self, tasks: list[Task]) -> None:
+        """With ``durability="exit"``, when a step fails: save the writes of its tasks that
+        finished (LangGraph saves them on exit), so a retry does not run them again."""
+        if self.cp is None or self.durability != "exit":
+            return
+        for task in tasks:
+            if task.result is not None:
+                await self._save_unsaved_for(task)
+                result = task.result
+                writes = [*result.writes, (SCHEDULED, result.goto_payload())]
+                await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
         if self.cp is None:
             raise GraphRunError(
@@ -89,19 +101,29 @@ class Persistence:
         self.interrupts.extend(gi.interrupts)
         self.paused_with.append(tuple(gi.interrupts))
         self.paused = True
-        if self.durability == "exit" and self._unsaved_exit is not None:
-            await self._put_now(self._unsaved_exit)  # the checkpoint its task id names
+        if self.durability == "exit":
+            await self._save_unsaved_for(task)
         await self._flush_pending_put()
         writes: list[tuple[str, Any]] = [(INTERRUPT, [tuple(i) for i in gi.interrupts])]
         if task.resume:
             writes.append((RESUME, dict(task.resume)))
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
+    async def _save_unsaved_for(self, task: Task) -> None:
+        """With ``durability="exit"``: save the checkpoint held back so far, and re-id
+        ``task`` under it, so a write of the task can be saved against it."""
+        if self._unsaved_exit is not None:
+            await self._put_now(self._unsaved_exit)
+        base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
+        task.id = task_id(base, self.step, task.index, task.name)
+
     async def _record_error(self, task: Task, exc: BaseException) -> None:
-        if self.cp is None or self.durability == "exit" or isinstance(exc, asyncio.CancelledError):
+        if self.cp is None or isinstance(exc, asyncio.CancelledError):
             return
         text = mask_urls(f"{type(exc).__name__}: {exc}")  # no credential is ever stored
         try:
+            if self.durability == "exit":  # as LangGraph: the error is saved on exit too
+                await self._save_unsaved_for(task)
             await self._flush_pending_put()
             await self.cp_call(
                 "put_writes", self.checkpoint_config, [(ERROR, text)], task.id
@@ -154,13 +176,14 @@ class Persistence:
         versions = self.versions
         checkpoint = self._checkpoint(cid, ts, planned)
         metadata = self._metadata(source, tasks)
+        parent = self.checkpoint_config
         config = self.cp.put(  # type: ignore[union-attr]
-            self.checkpoint_config, checkpoint, metadata, {k: versions[k] for k in updated}
+            parent, checkpoint, metadata, {k: versions[k] for k in updated}
         )
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
         if self.emit is not None:
-            self._emit_checkpoint(cid, metadata, planned)
+            self._emit_checkpoint(cid, metadata, planned, parent)
 
     def _metadata(self, source: str, tasks: list[Task]) -> dict[str, Any]:
         """A checkpoint's metadata: what saved it, the step, each task's writes."""
@@ -216,7 +239,7 @@ class Persistence:
         else:
             await self._put_now((parent, checkpoint, metadata, new_versions))
         if self.emit is not None:
-            self._emit_checkpoint(cid, metadata, planned)
+            self._emit_checkpoint(cid, metadata, planned, parent)
 
     def _checkpoint(self, cid: str, ts: str, planned: Planned) -> Checkpoint:
         """The checkpoint of the state now, with ``planned`` as its ``next``."""
@@ -232,12 +255,32 @@ class Persistence:
             "barriers": {k: sorted(v) for k, v in barriers.items() if v} if barriers else {},
         }
 
-    def _emit_checkpoint(self, cid: str, metadata: dict[str, Any], planned: Planned) -> None:
-        """Send a saved checkpoint to the ``checkpoints`` and ``debug`` stream modes."""
+    def _emit_checkpoint(
+        self, cid: str, metadata: dict[str, Any], planned: Planned, parent: dict[str, Any]
+    ) -> None:
+        """Send a saved checkpoint to the ``checkpoints`` and ``debug`` stream modes, as
+        LangGraph: its ``config`` and ``parent_config``, values, metadata, next nodes and
+        the next step's ``tasks`` (``id``, ``name``, ``interrupts``, ``state``)."""
         modes = self.modes
         if "checkpoints" in modes or "debug" in modes:
-            event = {"id": cid, "metadata": metadata, "next": planned.node_names(),
-                     "values": self.output()}
+            conf = self.config["configurable"]
+            thread, ns = conf.get("thread_id"), conf.get("checkpoint_ns", "")
+            parent_id = (parent.get("configurable") or {}).get("checkpoint_id")
+            names = planned.node_names()
+            step = self.step + 1
+            event = {
+                "id": cid,
+                "config": make_config(thread, ns, cid),
+                "parent_config": make_config(thread, ns, parent_id) if parent_id else None,
+                "metadata": metadata,
+                "next": names,
+                "values": self.output(),
+                "tasks": [
+                    {"id": task_id(cid, step, i, name), "name": name, "interrupts": (),
+                     "state": None}
+                    for i, name in enumerate(names)
+                ],
+            }
             if "checkpoints" in modes:
                 self.emit("checkpoints", event)
             if "debug" in modes:

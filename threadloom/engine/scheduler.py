@@ -281,6 +281,7 @@ class RunLoop(Persistence):
         for task, error in errors:  # every failed task's error is saved (as LangGraph)
             await self._record_error(task, error)  # type: ignore[arg-type]
         if errors:
+            await self._record_finished(todo)
             raise errors[0][1]  # type: ignore[misc]  # the first in task order
 
     # -- emit --------------------------------------------------------------

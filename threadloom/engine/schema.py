@@ -126,7 +126,22 @@ def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict
     return specs
 
 
+_REQUIRED_WRAPPERS = frozenset(
+    w for mod in (typing, typing_extensions) for name in ("Required", "NotRequired", "ReadOnly")
+    if (w := getattr(mod, name, None)) is not None
+)
+
+
+def _unwrap_required(hint: Any) -> Any:
+    """``hint`` without ``Required[...]`` / ``NotRequired[...]`` / ``ReadOnly[...]`` around it
+    (as LangGraph since 1.2: the reducer inside them still counts)."""
+    while get_origin(hint) in _REQUIRED_WRAPPERS:
+        hint = get_args(hint)[0]
+    return hint
+
+
 def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
+    hint = _unwrap_required(hint)
     base, reducer, ephemeral = hint, None, False
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)
@@ -271,3 +286,27 @@ def input_validator(
         return out
 
     return validate
+
+
+def hinted_input_schema(action: Any, state_schema: Any, subgraph: Any = None) -> Any:
+    """The schema a node function's first parameter is annotated with, or None: LangGraph
+    reads a node's input schema from that hint, and the keys it has beyond the state
+    become private channels. Only a typed schema (TypedDict, pydantic model, dataclass)
+    counts; an unreadable hint is no hint."""
+    import inspect
+
+    if subgraph is not None:
+        return None
+    try:
+        params = list(inspect.signature(action).parameters.values())
+        fn = action if inspect.isroutine(action) else type(action).__call__
+        hint = get_type_hints(fn).get(params[0].name) if params else None
+    except Exception:  # noqa: BLE001 (a forward reference, a builtin: no hint to read)
+        return None
+    if not isinstance(hint, type) or hint is state_schema or hint is dict:
+        return None
+    try:
+        schema_kind(hint)
+    except GraphBuildError:  # a plain class: not a schema
+        return None
+    return hint

@@ -6,15 +6,24 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from threadloom.checkpoint.base import ERROR, INTERRUPT, SCHEDULED, CheckpointTuple
+from threadloom.checkpoint.base import (
+    ERROR,
+    INTERRUPT,
+    RESUME,
+    SCHEDULED,
+    SPECIAL_WRITE_CHANNELS,
+    CheckpointTuple,
+)
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
-from threadloom.types import Interrupt
+from threadloom.errors import InvalidUpdateError
+from threadloom.types import START, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.scheduler import RunLoop
 
 
 class StateTask(NamedTuple):
@@ -112,7 +121,44 @@ async def snapshot(
     saved = await _call(cp, "get_tuple", cfg)
     if saved is None:
         return StateSnapshot({}, (), cfg, None, None, None, (), ())
-    return to_snapshot(graph, saved)
+    snap = to_snapshot(graph, saved)
+    if saved.pending_writes and not cfg["configurable"].get("checkpoint_id"):
+        snap = with_finished_tasks(graph, saved, snap)
+    return snap
+
+
+def with_finished_tasks(
+    graph: CompiledGraph, saved: CheckpointTuple, snap: StateSnapshot
+) -> StateSnapshot:
+    """The latest state of a thread whose last step stopped part-way, as LangGraph's
+    ``get_state``: the saved writes of the next step's finished tasks applied (in task
+    order, through the reducers) and those tasks left out of ``next``."""
+    from types import SimpleNamespace
+
+    from threadloom.engine.apply import apply_writes
+
+    order = {t.id: i for i, t in enumerate(snap.tasks)}
+    done: set[str] = set()
+    found: list[tuple[int, int, str, Any]] = []
+    for n, w in enumerate(saved.pending_writes):
+        if w.task_id not in order or w.channel in (ERROR, INTERRUPT, RESUME):
+            continue
+        done.add(w.task_id)
+        if w.channel not in SPECIAL_WRITE_CHANNELS and w.channel in graph.channels:
+            found.append((order[w.task_id], n, w.channel, w.value))
+    if not done:
+        return snap
+    found.sort(key=lambda f: f[:2])
+    names = [snap.tasks[f[0]].name for f in found]
+    view = SimpleNamespace(values=dict(snap.values), channels=graph.channels, graph=graph,
+                           cp=None, step=int(saved.metadata.get("step", -1)) + 1)
+    try:
+        apply_writes(view, [(f[2], f[3]) for f in found], names)  # type: ignore[arg-type]
+    except InvalidUpdateError:  # writes the step could not commit (LangGraph raises here)
+        return snap
+    values = {k: view.values[k] for k in graph.specs if k in view.values}
+    left = tuple(t.name for t in snap.tasks if t.id not in done)
+    return snap._replace(values=values, next=left)
 
 
 def snapshot_sync(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer) -> StateSnapshot:
@@ -121,7 +167,10 @@ def snapshot_sync(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointe
     saved = cp.get_tuple(cfg)
     if saved is None:
         return StateSnapshot({}, (), cfg, None, None, None, (), ())
-    return to_snapshot(graph, saved)
+    snap = to_snapshot(graph, saved)
+    if saved.pending_writes and not cfg["configurable"].get("checkpoint_id"):
+        snap = with_finished_tasks(graph, saved, snap)
+    return snap
 
 
 def history_sync(
@@ -203,14 +252,19 @@ async def _update_held(
     as_node: str | None,
 ) -> dict[str, Any]:
     from threadloom.engine.apply import apply_writes
-    from threadloom.engine.start import restore
+    from threadloom.engine.start import restore, start_writes
 
     saved = await _call(cp, "get_tuple", cfg)
-    forked = bool(cfg["configurable"].get("checkpoint_id"))
     if saved is not None:
         loop.saved = saved
         restore(loop, saved.checkpoint)
+    else:
+        loop.step = -1  # the update is the thread's first checkpoint: step 0
     loop.checkpoint_config = loop.fenced(saved.config if saved else loop.checkpoint_config)
+    if as_node == COPY:
+        return await _copy_fork(loop, saved, values)
+    if as_node is None and (saved is None or start_writes(saved) is not None):
+        as_node = START  # nothing ran yet: the update is the input, as LangGraph
     node = as_node or "__update__"
     writes = writes_of(graph, node, values, loop.step + 1)[0] if values is not None else []
     loop.step += 1
@@ -224,9 +278,48 @@ async def _update_held(
     else:
         planned = Planned([], [])
     meta_task = Task(node, None, None, "update", 0, 0, result=TaskResult(writes, []))
-    saving = loop.save("fork" if forked else "update", updated, [meta_task], planned)
+    saving = loop.save("update", updated, [meta_task], planned)
     if saving is not None:
         await saving
+    return loop.checkpoint_config
+
+
+COPY = "__copy__"
+"""``update_state(config, None, as_node=COPY)``: copy a checkpoint as a sibling fork."""
+
+
+async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any) -> dict[str, Any]:
+    """LangGraph's copy-fork: a ``"fork"`` checkpoint with ``saved``'s state and next tasks,
+    saved beside it (under the same parent), one step on.
+
+    Raises:
+        InvalidUpdateError: ``values`` given, or no checkpoint to copy.
+    """
+    if values is not None:
+        raise InvalidUpdateError(
+            "update_state(..., as_node='__copy__') copies a checkpoint as it is: pass "
+            "values=None, then update the copy with a second update_state call"
+        )
+    if saved is None:
+        raise InvalidUpdateError(
+            "update_state(..., as_node='__copy__'): the config names no saved checkpoint "
+            "to copy"
+        )
+    from threadloom.engine.start import put_start_writes, start_writes
+
+    pending = start_writes(saved)
+    kept = plan_from_saved(loop, saved) if pending is None else Planned([START], [])
+    conf = saved.config["configurable"]
+    ns = conf.get("checkpoint_ns", "")
+    loop.checkpoint_config = saved.parent_config or {
+        "configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": ns}
+    }
+    loop.step += 1
+    saving = loop.save("fork", set(loop.versions), [], Planned(kept.tasks, kept.sends))
+    if saving is not None:
+        await saving
+    if pending:
+        await put_start_writes(loop, pending)
     return loop.checkpoint_config
 
 

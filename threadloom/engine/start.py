@@ -15,9 +15,9 @@ from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint,
 from threadloom.engine.apply import apply_from
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
-from threadloom.engine.tasks import Held, Task, TaskResult
+from threadloom.engine.tasks import Held, Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
-from threadloom.errors import CheckpointNotFoundError, EmptyInputError, ResumeError
+from threadloom.errors import CheckpointNotFoundError, EmptyInputError, GraphRunError, ResumeError
 from threadloom.types import START, Command, Interrupt
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
                 f"{loop.config['configurable'].get('thread_id')!r}"
             )
     if loop.saved is not None:
+        _refuse_foreign_state(loop, loop.saved)
         restore(loop, loop.saved.checkpoint)
         loop.checkpoint_config = loop.fenced(loop.saved.config)
     if isinstance(input, Command) and input.resume is None and input.goto == ():
@@ -57,13 +58,46 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
             )
         # a replay (a checkpoint_id named) runs the step anew, its saved writes unused
         replay = loop.config_id() is not None
-        return plan_from_saved(loop, loop.saved), None if replay else _continued(loop.saved)
+        return await _continue(loop, loop.saved), None if replay else _continued(loop.saved)
     return await _start_input(loop, input), None
+
+
+async def _continue(loop: RunLoop, saved: CheckpointTuple) -> Planned:
+    """``invoke(None)``: go on from ``saved``. Replaying a checkpoint named in the config
+    first saves a ``"fork"`` copy of it, as LangGraph, so the replay is a new branch; a
+    checkpoint whose next task is START runs the START step with its saved input."""
+    pending = start_writes(saved)
+    if loop.config_id() and saved.metadata.get("source") not in ("update", "fork"):
+        await _save_fork(loop, saved, pending)
+    if pending is not None:
+        return await run_start_step(loop, pending)
+    return plan_from_saved(loop, saved)
+
+
+async def _save_fork(
+    loop: RunLoop, saved: CheckpointTuple, pending: list[tuple[str, Any]] | None
+) -> None:
+    """The replay's ``"fork"`` checkpoint: ``saved``'s state and next tasks, one step on."""
+    kept = plan_from_saved(loop, saved) if pending is None else Planned([START], [])
+    loop.step += 1
+    saving = loop.save("fork", set(), [], Planned(kept.tasks, kept.sends))
+    if saving is not None:
+        await saving
+    if pending and loop.durability != "exit":
+        await put_start_writes(loop, pending)
 
 
 def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
     if loop.saved is None:
         raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
+    if cmd.resume is not None and not loop.saved.checkpoint.get("next") and not any(
+        w.channel == INTERRUPT for w in loop.saved.pending_writes
+    ):
+        raise EmptyInputError(
+            f"Command(resume=...) on thread {_thread(loop)!r}, which has no pending "
+            f"interrupt: its run finished at step {loop.step} ({_holds(loop.saved)}); "
+            "start a new run on it with an input instead"
+        )
     planned = plan_from_saved(loop, loop.saved)
     previous, pending = paused_tasks(loop.saved)
     resume: Resume = {}
@@ -142,15 +176,88 @@ async def _start_input(loop: RunLoop, input: Any) -> Planned:
     if loop.graph.validate_input is not None:
         present = set(loop.values)
         writes = loop.graph.validate_input(writes, present)
-    updated = apply_from(loop, writes, START, loop.step + 1)
     loop.step += 1
-    planned = await next_tasks(loop, [Task.virtual_start()], [TaskResult(writes, [])])
-    saving = loop.save("input", updated, [], planned)
+    if loop.cp is not None:
+        await _save_input(loop, writes)
+    return await run_start_step(loop, writes)
+
+
+async def _save_input(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
+    """Save the input checkpoint, as LangGraph: the state before the input, ``next`` the
+    START task, the input kept as that task's pending writes (a replay of this checkpoint
+    runs it again)."""
+    saving = loop.save("input", set(), [], Planned([START], []))
     if saving is not None:
         await saving
+    if loop.durability != "exit" and writes:
+        await put_start_writes(loop, writes)
+
+
+async def put_start_writes(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
+    """Save ``writes`` as the pending writes of the START task of the last checkpoint."""
+    await loop._flush_pending_put()  # noqa: SLF001
+    cid = (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
+    await loop.cp_call(
+        "put_writes", loop.checkpoint_config, list(writes), task_id(cid, loop.step + 1, 0, START)
+    )
+
+
+async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]]) -> Planned:
+    """The START step (LangGraph's ``__start__`` task): apply the input ``writes``, route
+    from START, save the step's ``"loop"`` checkpoint; return the first node step's plan."""
+    loop.step += 1
+    updated = apply_from(loop, writes, START, loop.step)
+    start = Task.virtual_start()
+    start.result = TaskResult(writes, [])
+    planned = await next_tasks(loop, [start], [start.result])
+    if loop.cp is not None:
+        saving = loop.save("loop", updated, [start], planned)
+        if saving is not None:
+            await saving
     if "values" in loop.modes and loop.emit is not None:
         loop.emit("values", loop.output())
     return planned
+
+
+def start_writes(saved: CheckpointTuple) -> list[tuple[str, Any]] | None:
+    """The input writes of a saved checkpoint whose next task is START, else None."""
+    if list(saved.checkpoint.get("next", ())) != [START]:
+        return None
+    tid = task_id(saved.checkpoint["id"], int(saved.metadata.get("step", -1)) + 1, 0, START)
+    return [(w.channel, w.value) for w in saved.pending_writes if w.task_id == tid]
+
+
+def _thread(loop: RunLoop) -> Any:
+    return (loop.config.get("configurable") or {}).get("thread_id")
+
+
+def _holds(saved: CheckpointTuple) -> str:
+    """What a saved checkpoint holds, for an error message: keys, next nodes, interrupts."""
+    cp = saved.checkpoint
+    keys = sorted(k for k in cp["channel_values"] if not k.startswith("__"))
+    nxt = [n if isinstance(n, str) else n.get("node") for n in cp.get("next", ())]
+    pending = sum(len(w.value) for w in saved.pending_writes if w.channel == INTERRUPT)
+    return f"state keys {keys}, next nodes {nxt}, {pending} pending interrupt(s)"
+
+
+def _refuse_foreign_state(loop: RunLoop, saved: CheckpointTuple) -> None:
+    """Refuse to run on a thread saved by a graph with other state keys: this graph would
+    drop the values of the keys it lacks from the thread's next checkpoint.
+
+    Raises:
+        GraphRunError: naming the thread, what it holds and the keys this graph lacks.
+    """
+    channels = loop.channels
+    foreign = sorted(
+        k for k in saved.checkpoint["channel_values"] if k not in channels and k[:2] != "__"
+    )
+    if foreign:
+        raise GraphRunError(
+            f"thread {_thread(loop)!r} was saved by a graph with other state keys: it holds "
+            f"{_holds(saved)}, and this graph's state has no key {foreign} (its keys: "
+            f"{sorted(channels)}); running would lose those values. Continue the thread "
+            "with the graph that made it, or use a new thread_id"
+        )
 
 
 def restore(loop: RunLoop, cp: Checkpoint) -> None:

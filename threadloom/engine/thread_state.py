@@ -7,7 +7,7 @@ names; the work is done in ``snapshot.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.checkpoint.base import BaseCheckpointer
@@ -94,6 +94,20 @@ class ThreadState:
             return iter(history_sync(self._graph(), cfg, cp, filter, before, limit))
         return iter(run_sync(history(self._graph(), cfg, cp, filter, before, limit)))
 
+    async def aget_state_history(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,  # noqa: A002
+        limit: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async ``get_state_history``: ``async for snapshot in ...``, newest first."""
+        cfg = self._config(config, thread_id, None)
+        for snap in await history(self._graph(), cfg, self._need_cp(), filter, before, limit):
+            yield snap
+
     def update_state(
         self,
         config: Mapping[str, Any],
@@ -114,7 +128,8 @@ class ThreadState:
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
     ) -> dict[str, Any]:
         """Async ``update_state``."""
-        if as_node is not None and as_node not in self.nodes and as_node not in (START, END):
+        special = (START, END, "__copy__")
+        if as_node is not None and as_node not in self.nodes and as_node not in special:
             raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
         cfg = self._config(config, None, None)
         return await update_state(self._graph(), cfg, self._need_cp(), values, as_node)

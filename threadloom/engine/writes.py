@@ -122,7 +122,8 @@ def add_update(
     input_mode: bool,
 ) -> None:
     """Append ``items`` (``(key, value)`` pairs of one update) to ``writes``, checking each
-    key against the schema (the run's input keeps only input keys).
+    key against the schema (the run's input keeps only input keys and, as LangGraph,
+    drops keys the schema lacks).
 
     Raises:
         InvalidUpdateError: an unknown key, or a ``RemoveMessage`` for a key without
@@ -134,9 +135,10 @@ def add_update(
     for key, value in items:
         spec = specs.get(key)
         if spec is None:
-            who = "the run's input" if input_mode else f"node {node!r}"
+            if input_mode:  # as LangGraph: an input key the state lacks is dropped
+                continue
             raise InvalidUpdateError(
-                f"{who} wrote key {key!r}, which is not in the state schema "
+                f"node {node!r} wrote key {key!r}, which is not in the state schema "
                 f"(keys: {sorted(specs)}) at super-step {step}",
                 field=key,
                 nodes=(node,),
