@@ -337,5 +337,8 @@ def test_sync_messages_stream_needs_no_task_per_chunk():
 
     short, long = run(10), run(1000)
     assert long[0] > 1000 and short[0] > 10
-    assert long[1] == short[1] < 20, (short, long)
+    # A sync node that streams messages runs on a worker so its chunks arrive live (as
+    # LangGraph's); the consumer takes whatever arrived per loop pass, so tasks grow with
+    # the passes that found chunks, never one per chunk.
+    assert short[1] < 20 and long[1] <= long[0] // 10, (short, long)
     assert long[2] == 1

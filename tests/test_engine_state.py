@@ -109,20 +109,6 @@ def test_parallel_writes_with_reducer_keep_send_order_whatever_finishes_first():
         assert app.invoke({"results": []})["results"] == [1, 2, 3, 4, 5]
 
 
-def test_unknown_key_in_update_is_refused_with_node_and_step():
-    class S(TypedDict):
-        a: int
-
-    g = StateGraph(S)
-    g.add_node("bad", lambda s: {"zzz": 1})
-    g.add_edge(START, "bad")
-    with pytest.raises(InvalidUpdateError) as info:
-        g.compile().invoke({"a": 1})
-    assert info.value.field == "zzz"
-    assert info.value.nodes == ("bad",)
-    assert "'bad'" in str(info.value) and "super-step 1" in str(info.value)
-
-
 def test_unknown_key_in_input_is_dropped_as_langgraph_drops_it():
     class S(TypedDict):
         a: int
@@ -303,3 +289,23 @@ def test_dataclass_state_missing_field_is_an_update_error():
     g.add_edge(START, "inc")
     with pytest.raises(InvalidUpdateError, match="Needs"):
         g.compile().invoke({})
+
+
+def test_a_key_the_schema_lacks_is_dropped_from_a_node_return_and_update_state() -> None:
+    # As LangGraph 1.2: {'a': 1, 'zzz': 2} from a node gives {'a': 1}; update_state with
+    # only unknown keys saves a checkpoint that changes nothing.
+    from typing import TypedDict
+
+    from threadloom import START, InMemoryCheckpointer, StateGraph
+
+    class S(TypedDict):
+        a: int
+
+    g = StateGraph(S)
+    g.add_node("n", lambda s: {"a": s["a"] + 1, "zzz": 2})
+    g.add_edge(START, "n")
+    graph = g.compile(checkpointer=InMemoryCheckpointer())
+    cfg = {"configurable": {"thread_id": "drop"}}
+    assert graph.invoke({"a": 0}, cfg) == {"a": 1}
+    graph.update_state(cfg, {"zzz": 3})
+    assert graph.get_state(cfg).values == {"a": 1}

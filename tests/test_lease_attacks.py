@@ -201,7 +201,7 @@ def test_a_holder_in_another_pid_namespace_keeps_its_lease(tmp_path):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
         graph = _builder().compile(checkpointer=cp)
-        with pytest.raises(ThreadBusyError, match="holds its lease"):  # ... yet it holds
+        with pytest.raises(ThreadBusyError, match="is using it"):  # ... yet it holds
             graph.invoke({"log": ["in"]}, {"configurable": {"thread_id": "t"}})
     finally:
         holder.kill()
@@ -333,7 +333,7 @@ def test_a_live_run_keeps_its_lease_through_a_node_longer_than_the_ttl(backend, 
     runner.start()
     assert inside.wait(30)
     time.sleep(1.2)  # twice the TTL into the node: only the heartbeat kept the lease
-    with pytest.raises(ThreadBusyError, match="holds its lease"):
+    with pytest.raises(ThreadBusyError, match="is using it"):
         cp.acquire_lease("t", "another-host:1:elsewhere-0000", 5)
     runner.join(30)
     assert outcome and outcome[0]["log"] == ["in", "run", "after"]  # never fenced off

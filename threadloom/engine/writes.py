@@ -44,7 +44,7 @@ def writes_of(
     Returns ``(writes, goto)`` for a node, or just the writes with ``input_mode``.
 
     Raises:
-        InvalidUpdateError: for a return value of the wrong kind or an unknown key.
+        InvalidUpdateError: for a return value of the wrong kind.
     """
     writes: list[tuple[str, Any]] = []
     goto: list[str | Send] = []
@@ -121,29 +121,20 @@ def add_update(
     writes: list[tuple[str, Any]],
     input_mode: bool,
 ) -> None:
-    """Append ``items`` (``(key, value)`` pairs of one update) to ``writes``, checking each
-    key against the schema (the run's input keeps only input keys and, as LangGraph,
-    drops keys the schema lacks).
+    """Append ``items`` (``(key, value)`` pairs of one update) to ``writes``. As LangGraph,
+    a key the schema lacks is dropped, and the run's input keeps only input keys.
 
     Raises:
-        InvalidUpdateError: an unknown key, or a ``RemoveMessage`` for a key without
-            ``add_messages`` (the message names the node, key and step).
+        InvalidUpdateError: a ``RemoveMessage`` for a key without ``add_messages`` (the
+            message names the node, key and step).
     """
     specs = graph.specs
     input_keys = graph.input_keys
     unchecked = graph.message_keys
     for key, value in items:
         spec = specs.get(key)
-        if spec is None:
-            if input_mode:  # as LangGraph: an input key the state lacks is dropped
-                continue
-            raise InvalidUpdateError(
-                f"node {node!r} wrote key {key!r}, which is not in the state schema "
-                f"(keys: {sorted(specs)}) at super-step {step}",
-                field=key,
-                nodes=(node,),
-                step=step,
-            )
+        if spec is None:  # as LangGraph: a key the state lacks is dropped (input, node
+            continue      # return or update_state alike)
         if input_mode and key not in input_keys:
             continue
         if key not in unchecked and type(value) in (list, tuple):

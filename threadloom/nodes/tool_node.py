@@ -210,16 +210,10 @@ class ToolNode:
         inline = alone and lone and task is not None and task.blocking_ok
         if lone and calls:  # the loop below for one call: no list, no extra event-loop turn
             return [await self._answer(calls[0], truncated, state, config, task_id, inline)]
-        # the calls are only read, never kept: no copies
-        # each call's interrupt() ids come from its call id, not from which call got there
-        # first, so a resume map answers each call its own way (H05)
-        jobs = [
-            scoped_interrupts(
-                str(call.get("id") or i),
-                self._answer(call, truncated, state, config, task_id, inline),
-            )
-            for i, call in enumerate(calls)
-        ]
+        # the calls are only read, never kept; each call's interrupt() ids come from its
+        # call id, not from which call got there first, so a resume map answers each (H05)
+        jobs = [scoped_interrupts(str(call.get("id") or i), self._answer(
+            call, truncated, state, config, task_id, inline)) for i, call in enumerate(calls)]
         jobs += [self._answer_invalid(bad, truncated) for bad in invalid]
         if lone:  # nothing to run concurrently: no task, no extra event-loop turn
             return [await jobs[0]]
