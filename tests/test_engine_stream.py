@@ -11,7 +11,6 @@ import pytest
 
 from threadloom import START, StateGraph, get_stream_writer
 from threadloom.engine.runtime import emit_message_chunk
-from threadloom.errors import InvalidUpdateError
 
 
 class S(TypedDict):

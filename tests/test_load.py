@@ -107,14 +107,15 @@ def chain_rows(s: dict[str, Any]) -> dict[str, list[tuple[str, str | None]]]:
 
 def check_threads(s: dict[str, Any], expected: dict[str, list[str]]) -> int:
     """Each thread holds exactly the expected user messages, each followed by its echo, in
-    one chain of two checkpoints per turn; returns the number of checkpoints."""
+    one chain of three checkpoints per turn (input, START step, node: as LangGraph);
+    returns the number of checkpoints."""
     chains = chain_rows(s)
     assert sorted(chains) == sorted(expected)
     cp = open_backend(s)
     try:
         for tid, users in expected.items():
             chain = chains[tid]
-            assert len(chain) == 2 * len(users), (tid, len(chain))
+            assert len(chain) == 3 * len(users), (tid, len(chain))
             assert [p for _, p in chain] == [None, *[c for c, _ in chain[:-1]]], tid
             msgs = cp.get_tuple({"configurable": {"thread_id": tid}}).checkpoint[
                 "channel_values"]["messages"]
@@ -143,7 +144,7 @@ def test_workers_on_their_own_threads(spec: dict[str, Any]) -> None:
     expected = {tid: [f"w{w} turn {k}" for k in range(turns)]
                 for w, tids in enumerate(threads_of) for tid in tids}
     checkpoints = check_threads(spec, expected)
-    assert checkpoints == WORKERS * THREADS * turns * 2
+    assert checkpoints == WORKERS * THREADS * turns * 3
     report(f"{spec['kind']}, {WORKERS} workers x {THREADS} threads x {turns} turns",
            checkpoints, seconds)
 
@@ -156,7 +157,7 @@ def test_workers_contending_for_the_same_threads(spec: dict[str, Any]) -> None:
     expected = {tid: [f"w{w} turn {k}" for w in range(WORKERS) for k in range(turns)]
                 for tid in shared}
     checkpoints = check_threads(spec, expected)
-    assert checkpoints == SHARED_THREADS * WORKERS * turns * 2
+    assert checkpoints == SHARED_THREADS * WORKERS * turns * 3
     report(f"{spec['kind']}, {WORKERS} workers sharing {SHARED_THREADS} threads x "
            f"{turns} turns each", checkpoints, seconds)
     assert time.monotonic() - started < 600

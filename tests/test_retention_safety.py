@@ -78,7 +78,7 @@ def pause(cp: Any, thread_id: str) -> Any:
     app = paused_app(cp)
     out = app.invoke({"n": 0, "log": []}, thread_id=thread_id)
     assert out["__interrupt__"][0].value == {"approve": 5}
-    assert len(list(app.get_state_history(thread_id=thread_id))) == 7  # input, START + 5 count steps
+    assert len(list(app.get_state_history(thread_id=thread_id))) == 7  # input, START, 5 steps
     return app
 
 

@@ -44,9 +44,9 @@ async def test_agent_events_nodes_and_tokens(url):
     assert [n for kind, n in nodes if kind == "on_chain_end"] == starts
     model_start = next(e for e in events if e["event"] == "on_chain_start"
                        and e["name"] == "model")
-    assert model_start["parent_ids"] == [run_id] and model_start["tags"] == ["graph:step:1"]
+    assert model_start["parent_ids"] == [run_id] and model_start["tags"] == ["graph:step:2"]
     assert model_start["metadata"]["langgraph_node"] == "model"
-    assert model_start["metadata"]["langgraph_step"] == 1
+    assert model_start["metadata"]["langgraph_step"] == 2  # before_run is step 1
     model_end = next(e for e in events if e["event"] == "on_chain_end" and e["name"] == "model")
     assert model_end["run_id"] == model_start["run_id"]
     assert model_end["data"]["output"]["messages"][-1]["tool_calls"][0]["name"] == "add"

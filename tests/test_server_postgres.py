@@ -34,6 +34,8 @@ async def test_conversation_on_postgres(tmp_path, pg_conninfo):
         tid = thread["thread_id"]
         out = await client.runs.wait(tid, "echo", input={"messages": [("user", "hi")]})
         assert out["messages"][-1]["content"] == "echo: hi"
+        # another graph on the same thread is refused (it would drop the thread's keys)
+        tid = (await client.threads.create())["thread_id"]
         parts = [p async for p in client.runs.stream(tid, "human", input={"text": "p"},
                                                      stream_mode="updates",
                                                      stream_resumable=True)]

@@ -147,7 +147,7 @@ async def test_error_event_names_node_and_thread_stays_resumable(client):
                                                  stream_mode="updates")]
     assert parts[-1].event == "error"
     assert parts[-1].data["error"] == "ValueError" and parts[-1].data["node"] == "boom"
-    assert "kaboom" in parts[-1].data["message"] and parts[-1].data["step"] == 0
+    assert "kaboom" in parts[-1].data["message"] and parts[-1].data["step"] == 1
     got = await client.threads.get(tid)
     assert got["status"] == "error" and got["error"]["node"] == "boom"
     runs = await client.runs.list(tid)
@@ -266,7 +266,7 @@ async def test_update_state_as_node_and_time_travel(client):
     state = await client.threads.get_state(tid)
     assert state["values"]["messages"][-1]["content"] == "edited"
     old = await client.threads.get_state(tid, checkpoint_id=first_input["checkpoint_id"])
-    assert old["next"] == ["echo"]
+    assert old["next"] == ["__start__"]  # the input checkpoint, as LangGraph
     out = await client.runs.wait(tid, "echo", input=None,
                                  checkpoint_id=first_input["checkpoint_id"])
     assert [m["content"] for m in out["messages"]] == ["first", "echo: first"]

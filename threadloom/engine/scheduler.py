@@ -240,6 +240,11 @@ class RunLoop(Persistence):
             elif t.result is None:
                 todo.append(t)
         self.inline_sync = False
+        if self.emit is not None and "updates" in self.modes and len(todo) < len(tasks):
+            for t in tasks:  # saved writes first, before any running task's, as LangGraph
+                if t.cached and t.result is not None:
+                    self.emit("updates", {t.name: t.result.update_view(), **_CACHED})
+                    t.streamed = True
         if todo:  # every task may already have its saved writes (a crash before the save)
             await self._run_many(todo, record=len(tasks) > 1)
         return [t.result or TaskResult([], []) for t in tasks]
@@ -294,10 +299,10 @@ class RunLoop(Persistence):
             return
         if "updates" in self.modes:
             for task, result in zip(tasks, results, strict=True):
-                if task.cached:  # its writes were saved by an earlier run: not run again
-                    emit("updates", {task.name: result.update_view(), **_CACHED})
-                elif not task.streamed:  # (those of several tasks went out as they ended)
-                    emit("updates", {task.name: result.update_view()})
+                if task.streamed:  # (those of several tasks went out as they ended)
+                    continue
+                extra = _CACHED if task.cached else {}  # saved writes of an earlier run
+                emit("updates", {task.name: result.update_view(), **extra})
         if "values" in self.modes:
             emit("values", self.output())
         if self.sink is not None:
