@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from threadloom import END, START, StateGraph
-from threadloom.errors import CheckpointError
+from threadloom.errors import CheckpointError, SerializationError
 
 TESTS = Path(__file__).resolve().parent
 
@@ -314,7 +314,6 @@ def _from_deep_stack(frames: int, fn: Callable[[], Any]) -> Any:
 def test_the_depth_bound_does_not_depend_on_the_callers_stack() -> None:
     from threadloom.checkpoint.depth import MAX_DEPTH
     from threadloom.checkpoint.serde import Codec
-    from threadloom.errors import SerializationError
 
     codec = Codec()
     deepest = _nested(MAX_DEPTH - 1)  # the string leaf inside MAX_DEPTH - 1 lists
@@ -330,3 +329,26 @@ def test_the_depth_bound_does_not_depend_on_the_callers_stack() -> None:
     loop.append(loop)
     with pytest.raises(SerializationError, match="nested too deeply or circular"):
         codec.dumps(loop)
+
+
+def _text_channel_version(tree: dict[str, Any]) -> None:
+    body = _body(tree)
+    if isinstance(body.get("cv"), dict):
+        body["cv"] = {k: "2" for k in body["cv"]}
+
+
+def test_a_text_channel_version_is_a_named_error_when_a_run_continues(store: Store) -> None:
+    # The checkpointer's protocol allows text versions (LangGraph's are text), but the
+    # engine writes integers only: a forged one is refused by name, not a raw TypeError.
+    _seed(store)
+    _edit_records(store, _text_channel_version)
+    cp = store.open()
+    try:
+        graph = _graph(cp)
+        with pytest.raises(SerializationError, match="victim") as info:
+            graph.invoke({"x": 1}, {"configurable": {"thread_id": "victim"}})
+        assert "not integers" in str(info.value)
+        assert len(graph.get_state({"configurable": {"thread_id": "good"}})
+                   .values["x"]) >= 1
+    finally:
+        cp.close()

@@ -17,7 +17,13 @@ from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
-from threadloom.errors import CheckpointNotFoundError, EmptyInputError, GraphRunError, ResumeError
+from threadloom.errors import (
+    CheckpointNotFoundError,
+    EmptyInputError,
+    GraphRunError,
+    ResumeError,
+    SerializationError,
+)
 from threadloom.types import START, Command, Interrupt
 
 if TYPE_CHECKING:
@@ -268,5 +274,15 @@ def restore(loop: RunLoop, cp: Checkpoint) -> None:
         if key in channels:
             values[key] = value
     loop.versions = dict(cp["channel_versions"])
+    bad = {k: v for k, v in loop.versions.items() if type(v) is not int}
+    step = loop.saved.metadata.get("step", -1) if loop.saved else -2
+    if bad or type(step) is not int:  # threadloom writes integers only: a forged row
+        cid = (loop.saved.config.get("configurable") or {}).get("checkpoint_id") \
+            if loop.saved else None
+        raise SerializationError(
+            f"checkpoint {cid!r} of thread {_thread(loop)!r} holds channel versions or a "
+            f"step that are not integers (versions {bad}, step {step!r}): threadloom did "
+            "not write it"
+        )
     loop.barriers = {k: set(v) for k, v in cp.get("barriers", {}).items()}
-    loop.step = int(loop.saved.metadata.get("step", -1)) if loop.saved else -2
+    loop.step = step
