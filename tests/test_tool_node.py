@@ -498,3 +498,22 @@ def test_tools_condition() -> None:
     assert tools_condition({"messages": [AIMessage("done")]}) == END
     assert tools_condition({"messages": [ai(("x", {}, "c1")), HumanMessage("more")]}) == END
     assert tools_condition({"messages": []}) == END
+
+
+def test_invoke_and_ainvoke_outside_a_graph_as_langgraph() -> None:
+    # LangGraph's ToolNode is a Runnable: invoke({"messages": [...]}) gives
+    # {"messages": [ToolMessage]}, and a list of messages gives the list of results.
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    node = ToolNode([add])
+    ask = AIMessage(content="", tool_calls=[
+        {"name": "add", "args": {"a": 1, "b": 2}, "id": "c1"},
+        {"name": "add", "args": {"a": 3, "b": 4}, "id": "c2"}])
+    out = node.invoke({"messages": [ask]})
+    assert [(m.tool_call_id, m.content) for m in out["messages"]] == [("c1", "3"), ("c2", "7")]
+    listed = asyncio.run(node.ainvoke([ask], {"configurable": {"thread_id": "t"}}))
+    assert [m.content for m in listed] == ["3", "7"]
+    assert all(isinstance(m, ToolMessage) for m in listed)

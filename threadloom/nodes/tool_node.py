@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.engine.runtime import GraphInterrupt, current_task, scoped_interrupts
+from threadloom.engine.sync import run_sync
 from threadloom.errors import ToolError
 from threadloom.messages import (
     AIMessage,
@@ -24,6 +25,7 @@ from threadloom.messages import (
     parse_tool_args,
 )
 from threadloom.messages.build import construct_complete
+from threadloom.nodes.truncation import excerpt, looks_truncated, truncated_text
 from threadloom.redact import mask_urls
 from threadloom.tools import Tool, format_tool_output, tool
 from threadloom.tools.markers import state_update_of
@@ -33,7 +35,6 @@ __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
 
 ErrorHandler = bool | str | Callable[[Exception], str] | tuple[type[Exception], ...]
 _RESULT_FIELDS = ("content", "tool_call_id", "name")  # what a plain result sets
-_EXCERPT = 300
 
 
 def _messages_of(state: Any, key: str) -> list[Any]:
@@ -67,37 +68,6 @@ def tools_condition(state: Any, messages_key: str = "messages") -> str:
     if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "tools"
     return END
-
-
-def looks_truncated(raw: Any) -> bool:
-    """Whether ``raw`` reads as the start of a JSON value that was cut off.
-
-    True when the text ends inside a string or with brackets still open, e.g.
-    ``'{"path": "a.txt", "content": "hel'``; False for complete or otherwise broken JSON.
-    """
-    if not isinstance(raw, str) or not raw.strip():
-        return False
-    depth, in_string, escaped = 0, False, False
-    for char in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-    return in_string or depth > 0
-
-
-def _excerpt(raw: Any) -> str:
-    text = raw if isinstance(raw, str) else repr(raw)
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
 
 
 class ToolNode:
@@ -175,6 +145,17 @@ class ToolNode:
         update = {self.messages_key: messages}
         return [update, *commands] if commands else update
 
+    def invoke(self, state: Any, config: dict[str, Any] | None = None) -> Any:
+        """Run the calls outside a graph, as LangGraph's ``ToolNode.invoke``: a state
+        ``{"messages": [...]}`` gives ``{"messages": [ToolMessage, ...]}``, a list of
+        messages gives the list of ``ToolMessage``s."""
+        return run_sync(self.ainvoke(state, config))
+
+    async def ainvoke(self, state: Any, config: dict[str, Any] | None = None) -> Any:
+        """Async ``invoke``."""
+        out = await self(state, config)
+        return out[self.messages_key] if isinstance(state, list) and type(out) is dict else out
+
     async def run_tool_calls(
         self,
         message: AIMessage,
@@ -229,12 +210,12 @@ class ToolNode:
     async def _answer_invalid(self, call: Mapping[str, Any], truncated: bool) -> ToolMessage:
         call_id, name, raw = call.get("id") or "", call.get("name") or "", call.get("args")
         if truncated:
-            return _error(call_id, name, _truncated_text(name, raw))
+            return _error(call_id, name, truncated_text(name, raw))
         if name not in self.tools_by_name:
             return self._unknown(call_id, name)
         _, problem = parse_tool_args(raw)
         problem = problem or call.get("error") or "the call could not be parsed"
-        return self._bad_args(call_id, name, f"{problem}; got: {_excerpt(raw)}")
+        return self._bad_args(call_id, name, f"{problem}; got: {excerpt(raw)}")
 
     async def _answer(
         self,
@@ -247,7 +228,7 @@ class ToolNode:
     ) -> ToolMessage | tuple[list[ToolMessage], Command]:
         call_id, name = call.get("id") or "", call.get("name") or ""
         if truncated:
-            return _error(call_id, name, _truncated_text(name, None))
+            return _error(call_id, name, truncated_text(name, None))
         selected = self.tools_by_name.get(name)
         if selected is None:
             return self._unknown(call_id, name)
@@ -266,7 +247,7 @@ class ToolNode:
                 return self._to_result(value, call_id, name)
         args, problem = parse_tool_args(raw)
         if args is None:
-            return self._bad_args(call_id, name, f"{problem}; got: {_excerpt(call.get('args'))}")
+            return self._bad_args(call_id, name, f"{problem}; got: {excerpt(call.get('args'))}")
         try:
             validated = selected.parse_args(args)
         except ToolError as exc:
@@ -366,15 +347,6 @@ def _is_blocks(value: list[Any]) -> bool:
 
 def _error(call_id: str, name: str, text: str) -> ToolMessage:
     return ToolMessage(content=text, tool_call_id=call_id, name=name or None, status="error")
-
-
-def _truncated_text(name: str, raw: Any) -> str:
-    seen = f" (received only: {_excerpt(raw)})" if isinstance(raw, str) and raw else ""
-    return (
-        f"Error: the call to {name!r} was truncated: the reply hit the output token limit "
-        f"before the call was complete{seen}, so no call from that reply was run. "
-        "Send the call again in full."
-    )
 
 
 def idempotency_key(
