@@ -349,14 +349,14 @@ def test_ctrl_c_leaves_the_thread_resumable(work):
          "--db", "c.db"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = [child.stdout.readline() for _ in range(3)]  # header, step 1, its update
-    assert seen[1] == "[step 0] fast\n", seen
+    assert seen[1] == "[step 1] fast\n", seen  # nodes run from step 1, as LangGraph
     time.sleep(6.5)  # "slow" sleeps 30 s; long enough for one progress line
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=30)
     out = "".join(seen) + out
     assert child.returncode == 130, (out, err)
-    assert "[step 0] fast" in out
-    assert "... still running: step 1" in out
+    assert "[step 1] fast" in out
+    assert "... still running: step 2" in out
     assert "Traceback" not in err
     assert ("continue with: threadloom run cli_graphs:slow --thread s1 --input null --db c.db"
             in err)
