@@ -118,7 +118,14 @@ async def snapshot(
     graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer
 ) -> StateSnapshot:
     """The snapshot ``cfg`` names (latest checkpoint of its thread by default)."""
-    saved = await _call(cp, "get_tuple", cfg)
+    return latest_view(graph, cfg, await _call(cp, "get_tuple", cfg))
+
+
+def latest_view(
+    graph: CompiledGraph, cfg: dict[str, Any], saved: CheckpointTuple | None
+) -> StateSnapshot:
+    """The snapshot of ``saved`` (what ``cfg`` named), an empty one when there is none;
+    for the latest checkpoint, with its finished tasks' writes applied."""
     if saved is None:
         return StateSnapshot({}, (), cfg, None, None, None, (), ())
     snap = to_snapshot(graph, saved)
@@ -164,13 +171,7 @@ def with_finished_tasks(
 def snapshot_sync(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointer) -> StateSnapshot:
     """``snapshot`` for sync callers: the checkpointer's own sync ``get_tuple``, on this
     thread, without an event loop or a worker thread (as LangGraph's ``get_state``)."""
-    saved = cp.get_tuple(cfg)
-    if saved is None:
-        return StateSnapshot({}, (), cfg, None, None, None, (), ())
-    snap = to_snapshot(graph, saved)
-    if saved.pending_writes and not cfg["configurable"].get("checkpoint_id"):
-        snap = with_finished_tasks(graph, saved, snap)
-    return snap
+    return latest_view(graph, cfg, cp.get_tuple(cfg))
 
 
 def history_sync(
