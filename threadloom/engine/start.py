@@ -141,8 +141,8 @@ async def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume | 
             answers = previous.get(tid, {})
             # a task paused by its subgraph's interrupt_before has no interrupt to answer;
             # a Command without resume (update/goto only) answers none: the task asks again
-            answered = interrupts and cmd.resume is not None
-            resume[tid] = {**answers, interrupts[0].id: value} if answered else answers
+            answering = bool(interrupts) and cmd.resume is not None
+            resume[tid] = {**answers, interrupts[0].id: value} if answering else answers
     if cmd.update is not None or cmd.goto:
         planned = await _with_command(loop, planned, cmd)
     return planned, resume
