@@ -216,3 +216,22 @@ def test_a_copy_fork_updated_by_a_list_of_updates(cp: Any) -> None:
     assert [(t.name, t.result) for t in fork.tasks] == [("agent", {"foo": "agent*"})]
     with pytest.raises(InvalidUpdateError, match="Invalid update item"):
         app.update_state(at_agent.config, [5], as_node="__copy__")
+
+
+def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp: Any) -> None:
+    class S(TypedDict):
+        num: int
+        text: str
+        log: Annotated[list[str], operator.add]
+
+    g = StateGraph(S)
+    g.add_node("double", lambda s: {"num": s["num"] * 2, "text": s["text"] * 2})
+    g.add_node("note", lambda s: {"log": ["noted"]})
+    g.add_edge(START, "double")
+    g.add_edge("double", "note")
+    app = g.compile(checkpointer=cp)
+    app.invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
+    tasks = [(t.name, t.result) for s in app.get_state_history(thread_id="t") for t in s.tasks]
+    # a key with a reducer: the merged value does not tell the write, so no result
+    assert tasks == [("note", None), ("double", {"num": 2, "text": "oneone"}),
+                     ("__start__", {"num": 1, "text": "one", "log": []})]

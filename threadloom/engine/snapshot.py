@@ -14,9 +14,9 @@ from threadloom.checkpoint.base import (
     SPECIAL_WRITE_CHANNELS,
     CheckpointTuple,
 )
-from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
-from threadloom.engine.tasks import Task, TaskResult, task_id
-from threadloom.engine.writes import writes_of
+from threadloom.engine.results import with_step_results
+from threadloom.engine.routing import Planned, plan_from_saved
+from threadloom.engine.tasks import task_id
 from threadloom.errors import InvalidUpdateError
 from threadloom.types import START, Interrupt
 
@@ -234,8 +234,8 @@ def history_sync(
     limit: int | None,  # noqa: A002
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
-    items = cp.list(_without_id(cfg), filter=filter, before=before, limit=limit)
-    return [to_snapshot(graph, t) for t in items]
+    items = list(cp.list(_without_id(cfg), filter=filter, before=before, limit=limit))
+    return with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
 
 
 def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +259,7 @@ async def history(
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    return [to_snapshot(graph, t) for t in items]
+    return with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
 
 
 async def update_state(
