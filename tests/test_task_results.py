@@ -235,3 +235,39 @@ def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp
     # a key with a reducer: the merged value does not tell the write, so no result
     assert tasks == [("note", None), ("double", {"num": 2, "text": "oneone"}),
                      ("__start__", {"num": 1, "text": "one", "log": []})]
+
+
+def test_the_tasks_stream_mode_sends_each_tasks_start_and_end(cp: Any) -> None:
+    class S(TypedDict):
+        foo: Annotated[str, lambda a, b: ", ".join(x for x in (a, b) if x)]
+
+    g = StateGraph(S)
+    g.add_node("one", lambda s: Command(update=[("foo", "one.0"), ("foo", "one.1")]))
+    g.add_node("two", lambda s: {"foo": "two"})
+    g.add_edge(START, "one")
+    g.add_edge("one", "two")
+    app = g.compile(checkpointer=cp)
+    events = list(app.stream({"foo": "in"}, thread_id="t", stream_mode=["updates", "tasks"]))
+    ids = [e[1].pop("id") for e in events if e[0] == "tasks"]
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2]
+    assert events == [
+        ("tasks", {"name": "one", "input": {"foo": "in"}, "triggers": ("branch:to:one",)}),
+        ("updates", {"one": [{"foo": "one.0"}, {"foo": "one.1"}]}),  # one dict per write
+        ("tasks", {"name": "one", "error": None,
+                   "result": {"foo": {"$writes": ["one.0", "one.1"]}}, "interrupts": []}),
+        ("tasks", {"name": "two", "input": {"foo": "in, one.0, one.1"},
+                   "triggers": ("branch:to:two",)}),
+        ("updates", {"two": {"foo": "two"}}),
+        ("tasks", {"name": "two", "error": None, "result": {"foo": "two"}, "interrupts": []}),
+    ]
+
+
+def test_the_tasks_stream_mode_ends_a_failed_task_with_its_error(cp: Any) -> None:
+    app = _parallel(cp, [True])
+    ends = []
+    with pytest.raises(ConnectionError):
+        for event in app.stream({"value": 1}, thread_id="t", stream_mode="tasks"):
+            if "error" in event:
+                ends.append((event["name"], event["error"], event["result"]))
+    assert sorted(ends) == [("one", None, {"value": 2}),
+                            ("two", 'ConnectionError("I\'m not good")', {})]

@@ -16,7 +16,7 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.engine.results import with_step_results
 from threadloom.engine.routing import Planned, plan_from_saved
-from threadloom.engine.tasks import task_id
+from threadloom.engine.tasks import task_id, task_result
 from threadloom.errors import InvalidUpdateError
 from threadloom.types import START, Interrupt
 
@@ -118,22 +118,6 @@ def saved_tasks(
         tasks.append(StateTask(tid, name, path, errors.get(tid), interrupts.get(tid, ()),
                                None, result))
     return tasks
-
-
-def task_result(writes: list[tuple[str, Any]] | None) -> dict[str, Any]:
-    """A finished task's writes as LangGraph's ``PregelTask.result``: key -> value, a key
-    written more than once -> ``{"$writes": [value, ...]}`` in write order."""
-    out: dict[str, Any] = {}
-    many: dict[str, list[Any]] = {}
-    for key, value in writes or ():
-        if key in many:
-            many[key].append(value)
-        elif key in out:
-            many[key] = [out[key], value]
-            out[key] = {"$writes": many[key]}
-        else:
-            out[key] = value
-    return out
 
 
 def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
