@@ -200,10 +200,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
         _debug_event(debug, "task", loop.step, task, "input", task.input)
-    if "tasks" in modes and loop.emit is not None:  # the task starts
-        triggers = ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
-        loop.emit("tasks", {"id": task.id, "name": task.name, "input": task.input,
-                            "triggers": triggers})
+    if "tasks" in modes:
+        _emit_task_start(loop, task)
     # A plain node (no subgraph, no injected arguments) is called right here, one
     # coroutine layer less per task than going through _call: an async one is awaited,
     # a sync one runs inline when _call would run it inline (else it goes to a worker).
@@ -247,6 +245,14 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if debug is not None:
         _debug_event(debug, "task_result", loop.step, task, "result", task_result(writes))
     return out
+
+
+def _emit_task_start(loop: RunLoop, task: Task) -> None:
+    """The ``tasks`` stream mode's event of a task that starts, as LangGraph."""
+    if loop.emit is not None:
+        triggers = ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
+        loop.emit("tasks", {"id": task.id, "name": task.name, "input": task.input,
+                            "triggers": triggers})
 
 
 async def _waited_to_retry(
