@@ -171,7 +171,7 @@ def test_after_a_failed_step_get_state_applies_the_finished_sibling(
     latest = app.get_state(thread_id=thread_id)
     assert latest.values == {"x": ["in", "good"]} and latest.next == ("bad",)
     assert [(t.name, t.error) for t in latest.tasks] == [
-        ("good", None), ("bad", "ValueError: nope")]  # the error saved in every mode
+        ("good", None), ("bad", "ValueError('nope')")]  # the error saved in every mode
     assert latest.metadata["step"] == 0
     # the checkpoint itself, named by id, is as saved: no pending write applied
     named = app.get_state(latest.config)

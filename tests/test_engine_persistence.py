@@ -285,7 +285,7 @@ def test_failed_sibling_keeps_successful_writes_and_resume_does_not_rerun(checkp
     snap = app.get_state(thread_id=thread_id)
     # as LangGraph: good's saved write is applied and good is no longer next
     assert snap.next == ("flaky",) and snap.values["log"] == ["good"]
-    assert "RuntimeError: down" in snap.tasks[1].error
+    assert "RuntimeError('down')" in snap.tasks[1].error
     fail["on"] = False
     out = app.invoke(None, thread_id=thread_id)
     assert out["log"] == ["flaky", "good"]  # applied by node name, as LangGraph

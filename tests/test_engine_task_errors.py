@@ -80,7 +80,7 @@ def test_every_task_that_failed_in_the_step_has_its_error_saved(checkpointer, th
         app.invoke({"log": []}, thread_id=thread_id)
     saved = checkpointer.get_tuple({"configurable": {"thread_id": thread_id}})
     errors = sorted(w.value for w in saved.pending_writes if w.channel == ERROR)
-    assert errors == ["KeyError: 'two'", "ValueError: one"]
+    assert errors == ["KeyError('two')", "ValueError('one')"]
 
 
 def test_a_sibling_that_fails_while_cancelled_is_consumed():

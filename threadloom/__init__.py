@@ -40,7 +40,7 @@ from threadloom.reducers import (
     merge_lists,
     replace_values,
 )
-from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send
+from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send, StateUpdate
 
 _LAZY = {
     "tool": "threadloom.tools",
@@ -85,8 +85,8 @@ __all__ = [
     "InjectedState", "InjectedToolCallId", "Interrupt", "InvalidRouteError",
     "InvalidUpdateError", "MessagesState", "OpenAIChatModel", "RemoveMessage", "RetryPolicy",
     "Runtime", "ScriptedChatModel", "Send", "SqliteCheckpointer", "State", "StateGraph",
-    "StateSnapshot", "SystemMessage", "ThreadBusyError", "ThreadloomError", "Tool", "ToolCall",
-    "ToolMessage", "ToolNode", "add_messages", "create_agent", "get_config",
+    "StateSnapshot", "StateUpdate", "SystemMessage", "ThreadBusyError", "ThreadloomError",
+    "Tool", "ToolCall", "ToolMessage", "ToolNode", "add_messages", "create_agent", "get_config",
     "get_stream_writer", "hook", "init_chat_model", "interrupt", "merge_lists",
     "replace_values", "tool", "tools_condition",
 ]

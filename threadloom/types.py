@@ -151,3 +151,21 @@ class RetryPolicy:
 
 StreamMode = Literal["values", "updates", "messages", "custom", "debug", "checkpoints", "tasks"]
 Durability = Literal["sync", "async", "exit"]
+
+
+class StateUpdate(NamedTuple):
+    """One update of ``bulk_update_state`` (as LangGraph's ``StateUpdate``): write
+    ``values`` into the thread as if node ``as_node`` had returned them.
+
+    Args:
+        values: the update (a dict, a ``Command``, or None).
+        as_node: the node it comes from; ``"__input__"`` saves it as a run's input,
+            ``"__copy__"`` copies the checkpoint (a list of ``StateUpdate`` then updates
+            the copy), None lets a lone update find its node as ``update_state`` does.
+        task_id: the id of the task whose result the update becomes (default: the next
+            task of ``as_node`` the checkpoint has).
+    """
+
+    values: Any
+    as_node: str | None = None
+    task_id: str | None = None

@@ -120,7 +120,8 @@ class Persistence:
     async def _record_error(self, task: Task, exc: BaseException) -> None:
         if self.cp is None or isinstance(exc, asyncio.CancelledError):
             return
-        text = mask_urls(f"{type(exc).__name__}: {exc}")  # no credential is ever stored
+        # repr form, as LangGraph saves it; no credential is ever stored
+        text = mask_urls(repr(exc))
         try:
             if self.durability == "exit":  # as LangGraph: the error is saved on exit too
                 await self._save_unsaved_for(task)

@@ -27,7 +27,14 @@ from threadloom.engine.persistence import Persistence
 from threadloom.engine.routing import Planned, next_tasks
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.start import Resume, start_run
-from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
+from threadloom.engine.tasks import (
+    Task,
+    TaskResult,
+    lone_task,
+    make_tasks,
+    run_task,
+    task_result,
+)
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphRecursionError, InvalidUpdateError
 from threadloom.types import Command, Durability, Interrupt
@@ -227,8 +234,10 @@ class RunLoop(Persistence):
             task.result = await run_task(self, task)
         except GraphInterrupt as gi:
             await self._record_interrupt(task, gi)
+            self._emit_task_end(task, interrupts=gi.interrupts)
         except BaseException as exc:
             await self._record_error(task, exc)
+            self._emit_task_end(task, error=exc)
             raise
         return [task.result or TaskResult([], [])]
 
@@ -261,10 +270,12 @@ class RunLoop(Persistence):
                 task.result = await run_task(self, task)
             except GraphInterrupt as gi:
                 await self._record_interrupt(task, gi)
+                self._emit_task_end(task, interrupts=gi.interrupts)
                 return
             if live is not None:
                 live("updates", {task.name: task.result.update_view()})
                 task.streamed = True
+            self._emit_task_end(task)
             if record:
                 await self._record_writes(task)
 
@@ -289,6 +300,7 @@ class RunLoop(Persistence):
         ]
         for task, error in errors:  # every failed task's error is saved (as LangGraph)
             await self._record_error(task, error)  # type: ignore[arg-type]
+            self._emit_task_end(task, error=error)
         if errors:
             await self._record_finished(todo)
             raise errors[0][1]  # type: ignore[misc]  # the first in task order
@@ -307,6 +319,10 @@ class RunLoop(Persistence):
                     continue
                 extra = _CACHED if task.cached else {}  # saved writes of an earlier run
                 emit("updates", {task.name: result.update_view(), **extra})
+                self._emit_task_end(task)
+        elif "tasks" in self.modes:
+            for task in tasks:
+                self._emit_task_end(task)
         if "values" in self.modes:
             emit("values", self.output())
         if self.sink is not None:
@@ -325,6 +341,23 @@ class RunLoop(Persistence):
                 emit("updates", {task.name: task.result.update_view(), **extra})
         for interrupts in self.paused_with or [()]:
             emit("updates", {"__interrupt__": interrupts})
+
+    def _emit_task_end(
+        self, task: Task, error: BaseException | None = None, interrupts: Any = ()
+    ) -> None:
+        """The ``tasks`` stream mode's event of a task that ended, as LangGraph: its
+        ``error`` (``repr``, as saved), ``result`` (its writes to the output keys, a key
+        written more than once as ``{"$writes": [...]}``) and ``interrupts``."""
+        if self.emit is None or "tasks" not in self.modes or task.ended:
+            return
+        task.ended = True
+        keys = self.graph.output_keys
+        writes = task.result.writes if task.result is not None else []
+        self.emit("tasks", {
+            "id": task.id, "name": task.name, "error": None if error is None else repr(error),
+            "result": task_result([w for w in writes if w[0] in keys]),
+            "interrupts": list(interrupts),
+        })
 
     def output(self) -> dict[str, Any]:
         """The state restricted to the output keys (channels without a value are left out)."""

@@ -15,9 +15,9 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
 )
 from threadloom.engine.command_writes import command_view
-from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
-from threadloom.engine.tasks import Task, TaskResult, task_id
-from threadloom.engine.writes import writes_of
+from threadloom.engine.results import with_step_results
+from threadloom.engine.routing import Planned, plan_from_saved
+from threadloom.engine.tasks import task_id, task_result
 from threadloom.errors import InvalidUpdateError
 from threadloom.types import START, Interrupt
 
@@ -28,18 +28,31 @@ if TYPE_CHECKING:
 
 
 class StateTask(NamedTuple):
-    """A task the snapshot's ``next`` step will run, with its saved error/interrupts.
+    """A task of the snapshot's ``next`` step, as LangGraph's ``PregelTask``.
 
+    ``path``: ``(PULL, name)`` for a task an edge triggered, ``(PUSH, index)`` for one a
+    ``Send`` made. ``error``/``interrupts``: what it saved when it failed or paused.
     ``state``, for a task that runs a subgraph (or a graph invoked inside its node), as
     LangGraph's ``PregelTask.state``: with ``get_state(subgraphs=True)`` the subgraph's
     own ``StateSnapshot``, else (a subgraph node) the config naming its namespace.
+    ``result``: once the task has finished (its writes saved), its writes as a dict (a key
+    it wrote more than once maps to ``{"$writes": [...]}``); None before.
     """
 
     id: str
     name: str
-    error: str | None
-    interrupts: tuple[Interrupt, ...]
+    path: tuple[Any, ...] = ()
+    error: str | None = None
+    interrupts: tuple[Interrupt, ...] = ()
     state: Any = None
+    result: Any = None
+
+
+PULL = "__pregel_pull"
+"""``StateTask.path[0]`` of a task an edge triggered (LangGraph's constant of that name)."""
+
+PUSH = "__pregel_push"
+"""``StateTask.path[0]`` of a task a ``Send`` made."""
 
 
 class StateSnapshot(NamedTuple):
@@ -72,6 +85,42 @@ async def _call(cp: BaseCheckpointer, method: str, *args: Any, **kwargs: Any) ->
     return await getattr(cp, "a" + method)(*args, **kwargs)
 
 
+def saved_tasks(
+    cid: str, step: int, names: list[str], pulled: int, pending: list[Any],
+    keys: tuple[str, ...] | frozenset[str],
+) -> list[StateTask]:
+    """The ``StateTask``s of checkpoint ``cid``'s next step (``names``, the first
+    ``pulled`` triggered by edges, the rest made by sends), each with what its saved
+    ``pending`` writes tell: its error, interrupts, and (once finished) its result, its
+    writes to the output ``keys``."""
+    errors: dict[str, str] = {}
+    interrupts: dict[str, tuple[Interrupt, ...]] = {}
+    written: dict[str, list[tuple[str, Any]]] = {}
+    done: set[str] = set()
+    for w in pending:
+        if w.channel == ERROR:
+            errors[w.task_id] = str(w.value)
+        elif w.channel == INTERRUPT:
+            interrupts[w.task_id] = tuple(Interrupt(*i) for i in w.value)
+        elif w.channel == SCHEDULED:
+            done.add(w.task_id)
+        elif w.channel != RESUME:
+            wrote = written.setdefault(w.task_id, [])
+            if w.channel in keys:
+                wrote.append((w.channel, w.value))
+    for tid in done:  # resumed since, and finished: its interrupt is answered
+        interrupts.pop(tid, None)
+    tasks = []
+    for index, name in enumerate(names):
+        tid = task_id(cid, step, index, name)
+        path = (PULL, name) if index < pulled else (PUSH, index - pulled)
+        writes = written.get(tid)
+        result = task_result(writes) if writes is not None or tid in done else None
+        tasks.append(StateTask(tid, name, path, errors.get(tid), interrupts.get(tid, ()),
+                               None, result))
+    return tasks
+
+
 def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     """Build a ``StateSnapshot`` from a stored checkpoint."""
     cp = saved.checkpoint
@@ -87,22 +136,8 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
             planned.sends.append(Send(item.get("node", ""), item.get("arg")))
     names = planned.node_names()
     step = int(saved.metadata.get("step", -1)) + 1
-    errors: dict[str, str] = {}
-    interrupts: dict[str, tuple[Interrupt, ...]] = {}
-    done: set[str] = set()
-    for w in saved.pending_writes:
-        if w.channel == ERROR:
-            errors[w.task_id] = str(w.value)
-        elif w.channel == INTERRUPT:
-            interrupts[w.task_id] = tuple(Interrupt(*i) for i in w.value)
-        elif w.channel == SCHEDULED:
-            done.add(w.task_id)
-    for tid in done:  # resumed since, and finished: its interrupt is answered
-        interrupts.pop(tid, None)
-    tasks = []
-    for index, name in enumerate(names):
-        tid = task_id(cp["id"], step, index, name)
-        tasks.append(StateTask(tid, name, errors.get(tid), interrupts.get(tid, ())))
+    tasks = saved_tasks(cp["id"], step, names, len(planned.tasks), saved.pending_writes,
+                        getattr(graph, "output_keys", graph.specs))
     return StateSnapshot(
         values=values,
         next=tuple(names),
@@ -185,8 +220,8 @@ def history_sync(
     limit: int | None,  # noqa: A002
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
-    items = cp.list(_without_id(cfg), filter=filter, before=before, limit=limit)
-    return [to_snapshot(graph, t) for t in items]
+    items = list(cp.list(_without_id(cfg), filter=filter, before=before, limit=limit))
+    return with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
 
 
 def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -210,21 +245,22 @@ async def history(
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    return [to_snapshot(graph, t) for t in items]
+    return with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
 
 
 async def update_state(
     graph: CompiledGraph,
     cfg: dict[str, Any],
     cp: BaseCheckpointer,
-    values: Any,
-    as_node: str | None,
+    updates: list[Any],
 ) -> dict[str, Any]:
-    """Apply ``values`` as ``as_node``'s writes and save a new checkpoint; see ``update_state``.
+    """Apply one super-step of ``updates`` (``StateUpdate``s) and save a new checkpoint;
+    see ``update_state`` and ``bulk.apply_updates``.
 
     Raises:
         ThreadBusyError: another run (or update) holds the thread past ``busy_timeout``.
     """
+    from threadloom.engine.bulk import apply_updates
     from threadloom.engine.scheduler import RunLoop
 
     loop = RunLoop(
@@ -241,50 +277,9 @@ async def update_state(
     # up to busy_timeout) from the read to the write: an update racing a live run in
     # another process would otherwise fork the chain and be lost.
     async with graph._hold(loop):  # noqa: SLF001
-        config = await _update_held(graph, loop, cfg, cp, values, as_node)
+        config = await apply_updates(graph, loop, cfg, cp, updates)
     conf = {k: v for k, v in config["configurable"].items() if k != "__lease_token"}
     return {**config, "configurable": conf}
-
-
-async def _update_held(
-    graph: CompiledGraph,
-    loop: Any,
-    cfg: dict[str, Any],
-    cp: BaseCheckpointer,
-    values: Any,
-    as_node: str | None,
-) -> dict[str, Any]:
-    from threadloom.engine.apply import apply_writes
-    from threadloom.engine.start import restore, start_writes
-
-    saved = await _call(cp, "get_tuple", cfg)
-    if saved is not None:
-        loop.saved = saved
-        restore(loop, saved.checkpoint)
-    else:
-        loop.step = -1  # the update is the thread's first checkpoint: step 0
-    loop.checkpoint_config = loop.fenced(saved.config if saved else loop.checkpoint_config)
-    if as_node == COPY:
-        return await _copy_fork(loop, saved, values)
-    if as_node is None and (saved is None or start_writes(saved) is not None):
-        as_node = START  # nothing ran yet: the update is the input, as LangGraph
-    node = as_node or "__update__"
-    writes = writes_of(graph, node, values, loop.step + 1)[0] if values is not None else []
-    loop.step += 1
-    updated = apply_writes(loop, writes, [node] * len(writes))
-    if as_node is not None:
-        task = Task(as_node, graph.nodes.get(as_node), None, "update", 0, 0)
-        planned = await next_tasks(loop, [task], [TaskResult(writes, [])])
-    elif saved is not None:
-        kept = plan_from_saved(loop, saved)
-        planned = Planned(kept.tasks, kept.sends)
-    else:
-        planned = Planned([], [])
-    meta_task = Task(node, None, None, "update", 0, 0, result=TaskResult(writes, []))
-    saving = loop.save("update", updated, [meta_task], planned)
-    if saving is not None:
-        await saving
-    return loop.checkpoint_config
 
 
 COPY = "__copy__"

@@ -3,7 +3,8 @@
 Modes (as LangGraph's): ``values`` (the whole state after each step), ``updates``
 (``{node: update}`` per task), ``messages`` (``(chunk, metadata)`` per LLM token),
 ``custom`` (what nodes write with ``get_stream_writer()``), ``debug`` (task starts,
-results and checkpoints), ``checkpoints`` (each saved checkpoint).
+results and checkpoints), ``checkpoints`` (each saved checkpoint), ``tasks`` (each task's
+start ``{id, name, input, triggers}`` and end ``{id, name, error, result, interrupts}``).
 
 Events may come from worker threads (sync nodes, chat models), so the sink hands them to
 the event loop thread-safely. A run that fails or is cancelled always closes the sink
@@ -19,7 +20,9 @@ from typing import Any
 
 from threadloom.engine.runtime import Emit
 
-STREAM_MODES = frozenset({"values", "updates", "messages", "custom", "debug", "checkpoints"})
+STREAM_MODES = frozenset(
+    {"values", "updates", "messages", "custom", "debug", "checkpoints", "tasks"}
+)
 _PASS_THROUGH = frozenset({"messages", "custom"})
 
 

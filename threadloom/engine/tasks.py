@@ -44,22 +44,32 @@ class TaskResult:
         """``goto`` in a codec-storable form."""
         return [g if isinstance(g, str) else {"node": g.node, "arg": g.arg} for g in self.goto]
 
-    def update_view(self) -> dict[str, Any] | None:
-        """The task's writes as one dict, as the ``updates`` stream mode shows them."""
-        if not self.writes:
+    def update_view(self) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """The task's writes as the ``updates`` stream mode shows them, as LangGraph: one
+        dict, or, when it wrote a key more than once, one ``{key: value}`` per write."""
+        writes = self.writes
+        if not writes:
             return None
-        out: dict[str, Any] = {}
-        for key, value in self.writes:
-            if key in out:
-                prev = out[key]
-                out[key] = [*prev, value] if isinstance(prev, _Many) else _Many([prev, value])
-            else:
-                out[key] = value
-        return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
+        out = dict(writes)
+        if len(out) == len(writes):
+            return out
+        return [{k: v} for k, v in writes]
 
 
-class _Many(list):  # several writes to one key by one task
-    pass
+def task_result(writes: list[tuple[str, Any]] | None) -> dict[str, Any]:
+    """A finished task's writes as LangGraph's task ``result``: key -> value, a key
+    written more than once -> ``{"$writes": [value, ...]}`` in write order."""
+    out: dict[str, Any] = {}
+    many: dict[str, list[Any]] = {}
+    for key, value in writes or ():
+        if key in many:
+            many[key].append(value)
+        elif key in out:
+            many[key] = [out[key], value]
+            out[key] = {"$writes": many[key]}
+        else:
+            out[key] = value
+    return out
 
 
 class Held:
@@ -87,6 +97,7 @@ class Task:
     cached: bool = False  # its result is writes an earlier run saved
     pushed: bool = False  # made by a Send packet (not triggered by an edge)
     streamed: bool = False  # its ``updates`` event was sent as it finished
+    ended: bool = False  # its ``tasks`` end event was sent
 
     @staticmethod
     def virtual_start() -> Task:
@@ -189,6 +200,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
         _debug_event(debug, "task", loop.step, task, "input", task.input)
+    if "tasks" in modes:
+        _emit_task_start(loop, task)
     # A plain node (no subgraph, no injected arguments) is called right here, one
     # coroutine layer less per task than going through _call: an async one is awaited,
     # a sync one runs inline when _call would run it inline (else it goes to a worker).
@@ -230,8 +243,16 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if ctx.streamed_ids is not None and loop.emit is not None:
         _emit_unstreamed_messages(loop, ctx, writes)
     if debug is not None:
-        _debug_event(debug, "task_result", loop.step, task, "result", out.update_view())
+        _debug_event(debug, "task_result", loop.step, task, "result", task_result(writes))
     return out
+
+
+def _emit_task_start(loop: RunLoop, task: Task) -> None:
+    """The ``tasks`` stream mode's event of a task that starts, as LangGraph."""
+    if loop.emit is not None:
+        triggers = ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
+        loop.emit("tasks", {"id": task.id, "name": task.name, "input": task.input,
+                            "triggers": triggers})
 
 
 async def _waited_to_retry(

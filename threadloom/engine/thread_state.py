@@ -7,10 +7,11 @@ names; the work is done in ``snapshot.py``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.checkpoint.base import BaseCheckpointer
+from threadloom.engine.bulk import COPY, INPUT, bulk_update
 from threadloom.engine.snapshot import (
     StateSnapshot,
     history,
@@ -21,7 +22,7 @@ from threadloom.engine.snapshot import (
 )
 from threadloom.engine.subgraph_state import with_subgraph_states
 from threadloom.engine.sync import run_sync
-from threadloom.types import END, START
+from threadloom.types import END, START, StateUpdate
 
 if TYPE_CHECKING:
     from threadloom.engine.compiled import CompiledGraph
@@ -128,11 +129,35 @@ class ThreadState:
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
     ) -> dict[str, Any]:
         """Async ``update_state``."""
-        special = (START, END, "__copy__")
+        special = (START, END, INPUT, COPY)
         if as_node is not None and as_node not in self.nodes and as_node not in special:
             raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
         cfg = self._config(config, None, None)
-        return await update_state(self._graph(), cfg, self._need_cp(), values, as_node)
+        return await update_state(
+            self._graph(), cfg, self._need_cp(), [StateUpdate(values, as_node)]
+        )
+
+    def bulk_update_state(
+        self, config: Mapping[str, Any], supersteps: Sequence[Sequence[Any]]
+    ) -> dict[str, Any]:
+        """Apply ``supersteps`` in turn, as LangGraph's ``bulk_update_state``: each a list
+        of ``StateUpdate(values, as_node[, task_id])`` applied together as one super-step
+        and saved as one checkpoint. Returns the config of the last checkpoint.
+
+        Raises:
+            ValueError: no super-steps, or one without updates.
+            InvalidUpdateError: a super-step that cannot be applied (several updates with
+                one that is input, a copy or a clear; one without ``as_node``; an
+                unknown node); the super-steps before it stay saved.
+        """
+        return run_sync(self.abulk_update_state(config, supersteps))
+
+    async def abulk_update_state(
+        self, config: Mapping[str, Any], supersteps: Sequence[Sequence[Any]]
+    ) -> dict[str, Any]:
+        """Async ``bulk_update_state``."""
+        cfg = self._config(config, None, None)
+        return await bulk_update(self._graph(), cfg, self._need_cp(), supersteps)
 
 
 def _has_sync_reads(cp: BaseCheckpointer) -> bool:

@@ -1,0 +1,273 @@
+"""Task results and bulk updates, as LangGraph (issue 15): ``StateTask.path``/``result``,
+the error a failed task saves (``repr`` form), ``bulk_update_state`` and its validation,
+``update_state(..., as_node="__input__")`` and a copy-fork updated by a list of updates.
+
+Each behaviour runs on every backend: memory, SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from conftest import PG_CONNINFO
+
+from threadloom import (
+    END,
+    START,
+    Command,
+    InMemoryCheckpointer,
+    InvalidUpdateError,
+    Send,
+    SqliteCheckpointer,
+    StateGraph,
+    StateUpdate,
+)
+from threadloom.engine.snapshot import PULL, PUSH, StateTask
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def cp(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """A fresh checkpointer of each backend (PostgreSQL in a schema of its own)."""
+    if request.param == "memory":
+        saver: Any = InMemoryCheckpointer()
+    elif request.param == "sqlite":
+        saver = SqliteCheckpointer(str(tmp_path / "cp.db"))
+    else:
+        psycopg = pytest.importorskip("psycopg")
+        from threadloom.checkpoint.postgres import PostgresCheckpointer
+
+        schema = f"tl_test_tasks_{uuid.uuid4().hex[:8]}"
+        saver = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2)
+    yield saver
+    saver.close()
+    if request.param == "postgres":
+        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+class Add(TypedDict):
+    value: Annotated[int, operator.add]
+
+
+def _parallel(cp: Any, fail: list[bool]) -> Any:
+    def one(s: Add) -> dict[str, int]:
+        return {"value": 2}
+
+    def two(s: Add) -> dict[str, int]:
+        if fail[0]:
+            raise ConnectionError("I'm not good")
+        return {"value": 3}
+
+    g = StateGraph(Add)
+    g.add_node("one", one)
+    g.add_node("two", two)
+    g.add_edge(START, "one")
+    g.add_edge(START, "two")
+    return g.compile(checkpointer=cp)
+
+
+def test_a_failed_step_shows_the_finished_tasks_result_and_the_errors_repr(cp: Any) -> None:
+    app = _parallel(cp, [True])
+    with pytest.raises(ConnectionError):
+        app.invoke({"value": 1}, thread_id="t")
+    state = app.get_state(thread_id="t")
+    assert state.values == {"value": 3} and state.next == ("two",)
+    one, two = state.tasks
+    assert one == StateTask(one.id, "one", (PULL, "one"), result={"value": 2})
+    assert two == StateTask(two.id, "two", (PULL, "two"), 'ConnectionError("I\'m not good")')
+    # the checkpoint named by id shows the same tasks, its writes left unapplied
+    named = app.get_state(state.config)
+    assert named.values == {"value": 1} and named.tasks == state.tasks
+
+
+def test_the_input_checkpoints_start_task_has_the_input_as_its_result(cp: Any) -> None:
+    app = _parallel(cp, [False])
+    assert app.invoke({"value": 1}, thread_id="t") == {"value": 6}
+    first = list(app.get_state_history(thread_id="t"))[-1]
+    assert first.metadata["source"] == "input"
+    assert [(t.name, t.path, t.result) for t in first.tasks] == [
+        ("__start__", (PULL, "__start__"), {"value": 1})]
+
+
+def test_a_send_task_has_a_push_path(cp: Any) -> None:
+    class S(TypedDict):
+        out: Annotated[list[int], operator.add]
+
+    def fan(s: S) -> Command:
+        return Command(goto=[Send("work", 1), Send("work", 2)])
+
+    g = StateGraph(S)
+    g.add_node("fan", fan)
+    g.add_node("work", lambda n: {"out": [n]})
+    g.add_edge(START, "fan")
+    app = g.compile(checkpointer=cp, interrupt_before=["work"])
+    app.invoke({"out": []}, thread_id="t")
+    assert [t.path for t in app.get_state(thread_id="t").tasks] == [(PUSH, 0), (PUSH, 1)]
+
+
+class Foo(TypedDict):
+    foo: str
+
+
+def _chain(cp: Any) -> Any:
+    g = StateGraph(Foo)
+    g.add_node("agent", lambda s: {"foo": "agent"})
+    g.add_node("tool", lambda s: {"foo": "tool"})
+    g.add_edge(START, "agent")
+    g.add_edge("agent", "tool")
+    return g.compile(checkpointer=cp)
+
+
+def _view(app: Any, thread: str) -> list[tuple[Any, ...]]:
+    return [(s.values, s.next, s.metadata["step"], [t.name for t in s.tasks])
+            for s in app.get_state_history(thread_id=thread)]
+
+
+def test_bulk_updates_as_input_rebuild_the_history_of_two_runs(cp: Any) -> None:
+    app = _chain(cp)
+    app.invoke({"foo": "input"}, thread_id="ran")
+    app.invoke({"foo": "input"}, thread_id="ran")
+    turn = [
+        [StateUpdate({"foo": "input"}, "__input__")],
+        [StateUpdate({"foo": "input"}, "__start__")],
+        [StateUpdate({"foo": "agent"}, "agent")],
+        [StateUpdate({"foo": "tool"}, "tool")],
+    ]
+    config = app.bulk_update_state({"configurable": {"thread_id": "built"}}, turn * 2)
+    assert app.get_state(config).values == {"foo": "tool"}
+    assert _view(app, "built") == _view(app, "ran")
+    # each update's writes are the result of the task it stands for
+    built = list(app.get_state_history(thread_id="built"))
+    assert [t.result for s in built for t in s.tasks][:3] == [
+        {"foo": "tool"}, {"foo": "agent"}, {"foo": "input"}]
+
+
+def test_several_updates_of_one_super_step_make_one_checkpoint(cp: Any) -> None:
+    class Two(TypedDict):
+        foo: str
+        baz: str
+
+    g = StateGraph(Two)
+    g.add_node("a", lambda s: {"foo": "bar"})
+    g.add_node("b", lambda s: {"baz": "qux"})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    app = g.compile(checkpointer=cp)
+    config = {"configurable": {"thread_id": "t"}}
+    app.bulk_update_state(config, [
+        [StateUpdate({"foo": "bar"}, "a")],
+        [StateUpdate({"foo": "updated"}, "a"), StateUpdate({"baz": "new"}, "b")],
+    ])
+    assert app.get_state(config).values == {"foo": "updated", "baz": "new"}
+    assert len(list(cp.list(config))) == 2
+    with pytest.raises(ValueError, match="No supersteps provided"):
+        app.bulk_update_state(config, [])
+    with pytest.raises(ValueError, match="No updates provided"):
+        app.bulk_update_state(config, [[], []])
+    for bad in (
+        [StateUpdate({"foo": "x"}), StateUpdate({"baz": "y"})],  # several without as_node
+        [StateUpdate(None, END), StateUpdate(None, "__copy__")],  # a clear among several
+        [StateUpdate({"foo": "x"}, "__input__"), StateUpdate({"foo": "y"}, "a")],
+        [StateUpdate({"foo": "x"}, "a"), StateUpdate({"foo": "y"}, "nope")],
+    ):
+        with pytest.raises(InvalidUpdateError):
+            app.bulk_update_state(config, [bad])
+    assert len(list(cp.list(config))) == 2  # nothing saved by a refused step
+
+
+async def test_abulk_update_state_routes_a_commands_sends(cp: Any) -> None:
+    class S(TypedDict):
+        foo: str
+        tasks: Annotated[list[int], operator.add]
+
+    g = StateGraph(S)
+    g.add_node("map", lambda s: {"foo": "map"})
+    g.add_node("task", lambda s: {"tasks": [s["index"]]})
+    g.add_edge(START, "map")
+    app = g.compile(checkpointer=cp)
+    sends = [Send("task", {"index": i}) for i in range(3)]
+    config = await app.abulk_update_state({"configurable": {"thread_id": "t"}}, [
+        [StateUpdate({"foo": "input"}, "__input__")],
+        [StateUpdate({"foo": "input"}, "__start__")],
+        [StateUpdate(Command(goto=sends, update={"foo": "map"}), "map")],
+    ])
+    state = await app.aget_state(config)
+    assert state.next == ("task", "task", "task")
+    config = await app.abulk_update_state(
+        config, [[StateUpdate({"tasks": [i]}, "task") for i in range(3)]])
+    state = await app.aget_state(config)
+    assert state.values == {"foo": "map", "tasks": [0, 1, 2]} and state.next == ()
+
+
+def test_a_copy_fork_updated_by_a_list_of_updates(cp: Any) -> None:
+    app = _chain(cp)
+    app.invoke({"foo": "input"}, thread_id="t")
+    at_agent = next(s for s in app.get_state_history(thread_id="t") if s.next == ("agent",))
+    config = app.update_state(at_agent.config, [StateUpdate({"foo": "agent*"}, "agent")],
+                              as_node="__copy__")
+    state = app.get_state(config)
+    assert state.values == {"foo": "agent*"} and state.next == ("tool",)
+    fork = app.get_state(state.parent_config)
+    assert fork.metadata["source"] == "fork" and fork.parent_config == at_agent.parent_config
+    assert [(t.name, t.result) for t in fork.tasks] == [("agent", {"foo": "agent*"})]
+    with pytest.raises(InvalidUpdateError, match="Invalid update item"):
+        app.update_state(at_agent.config, [5], as_node="__copy__")
+
+
+def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp: Any) -> None:
+    class S(TypedDict):
+        num: int
+        text: str
+        log: Annotated[list[str], operator.add]
+
+    g = StateGraph(S)
+    g.add_node("double", lambda s: {"num": s["num"] * 2, "text": s["text"] * 2})
+    g.add_node("note", lambda s: {"log": ["noted"]})
+    g.add_edge(START, "double")
+    g.add_edge("double", "note")
+    app = g.compile(checkpointer=cp)
+    app.invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
+    tasks = [(t.name, t.result) for s in app.get_state_history(thread_id="t") for t in s.tasks]
+    # a key with a reducer: the merged value does not tell the write, so no result
+    assert tasks == [("note", None), ("double", {"num": 2, "text": "oneone"}),
+                     ("__start__", {"num": 1, "text": "one", "log": []})]
+
+
+def test_the_tasks_stream_mode_sends_each_tasks_start_and_end(cp: Any) -> None:
+    class S(TypedDict):
+        foo: Annotated[str, lambda a, b: ", ".join(x for x in (a, b) if x)]
+
+    g = StateGraph(S)
+    g.add_node("one", lambda s: Command(update=[("foo", "one.0"), ("foo", "one.1")]))
+    g.add_node("two", lambda s: {"foo": "two"})
+    g.add_edge(START, "one")
+    g.add_edge("one", "two")
+    app = g.compile(checkpointer=cp)
+    events = list(app.stream({"foo": "in"}, thread_id="t", stream_mode=["updates", "tasks"]))
+    ids = [e[1].pop("id") for e in events if e[0] == "tasks"]
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2]
+    assert events == [
+        ("tasks", {"name": "one", "input": {"foo": "in"}, "triggers": ("branch:to:one",)}),
+        ("updates", {"one": [{"foo": "one.0"}, {"foo": "one.1"}]}),  # one dict per write
+        ("tasks", {"name": "one", "error": None,
+                   "result": {"foo": {"$writes": ["one.0", "one.1"]}}, "interrupts": []}),
+        ("tasks", {"name": "two", "input": {"foo": "in, one.0, one.1"},
+                   "triggers": ("branch:to:two",)}),
+        ("updates", {"two": {"foo": "two"}}),
+        ("tasks", {"name": "two", "error": None, "result": {"foo": "two"}, "interrupts": []}),
+    ]
+
+
+def test_the_tasks_stream_mode_ends_a_failed_task_with_its_error(cp: Any) -> None:
+    app = _parallel(cp, [True])
+    ends = []
+    with pytest.raises(ConnectionError):
+        for event in app.stream({"value": 1}, thread_id="t", stream_mode="tasks"):
+            if "error" in event:
+                ends.append((event["name"], event["error"], event["result"]))
+    assert sorted(ends) == [("one", None, {"value": 2}),
+                            ("two", 'ConnectionError("I\'m not good")', {})]
