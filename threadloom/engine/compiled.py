@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
+from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
@@ -314,9 +315,10 @@ class CompiledGraph(ThreadState):
         """Sync ``abatch``."""
         return run_sync(self.abatch(inputs, config, **kwargs))
 
-    def get_graph(self) -> DrawableGraph:
-        """A drawable view: ``get_graph().draw_mermaid()``, ``.draw_png(path)``."""
-        return DrawableGraph(self.builder, self.name)
+    def get_graph(self, config: Any = None, *, xray: int | bool = False) -> DrawableGraph:
+        """A drawable view: ``get_graph().draw_mermaid()``, ``.to_json()``,
+        ``.draw_png(path)``; ``xray`` draws subgraphs' nodes that many levels deep."""
+        return DrawableGraph(self.builder, self.name, lg_graph(self, xray))
 
     # -- helpers -----------------------------------------------------------------------
 
