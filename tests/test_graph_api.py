@@ -1,0 +1,85 @@
+"""``get_input_jsonschema`` / ``get_output_jsonschema``, ``with_config`` and ``copy``,
+as LangGraph's compiled graphs offer them."""
+
+import operator
+from dataclasses import dataclass, field
+from typing import Annotated, NotRequired, Required, TypedDict
+
+from threadloom import START, StateGraph
+
+
+class Overall(TypedDict):
+    locations: list[str]
+    results: Annotated[list[str], operator.add]
+
+
+class Loose(TypedDict, total=False):
+    a: str
+    b: Required[str]
+    c: Annotated[NotRequired[str], "meta"]
+
+
+def _compiled(schema, **kw):
+    g = StateGraph(schema, **kw)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    return g.compile()
+
+
+def test_typeddict_schema_is_pydantic_s_with_reducers_ignored():
+    app = _compiled(Overall)
+    assert app.get_input_jsonschema() == {
+        "properties": {
+            "locations": {"items": {"type": "string"}, "title": "Locations", "type": "array"},
+            "results": {"items": {"type": "string"}, "title": "Results", "type": "array"}},
+        "required": ["locations", "results"], "title": "Overall", "type": "object"}
+    assert app.get_output_jsonschema() == app.get_input_jsonschema()
+
+
+def test_required_follows_totality_and_required_markers():
+    class Out(TypedDict):
+        x: str
+        y: NotRequired[int]
+
+    app = _compiled(Loose, output_schema=Out)
+    assert app.get_input_jsonschema()["required"] == ["b"]
+    assert set(app.get_input_jsonschema()["properties"]) == {"a", "b", "c"}
+    assert app.get_output_jsonschema()["required"] == ["x"]
+
+
+def test_dataclass_fields_with_defaults_or_none_are_optional():
+    @dataclass
+    class D:
+        need: str
+        maybe: int | None
+        tagged: Annotated[float | None, "x"]
+        items: list[int] = field(default_factory=list)
+        also_needed: str = field(default=...)  # type: ignore[assignment]
+        plain: str = "d"
+
+    schema = _compiled(D).get_input_jsonschema()
+    assert set(schema["required"]) == {"need", "also_needed"}
+    assert schema["title"] == "LangGraphInput"
+
+
+def test_with_config_binds_config_under_each_call_and_copy_replaces_attributes():
+    seen = []
+
+    def node(state, config):
+        seen.append((config["configurable"].get("user"), config["configurable"].get("x")))
+        return {}
+
+    g = StateGraph(Overall)
+    g.add_node("n", node)
+    g.add_edge(START, "n")
+    app = g.compile()
+    bound = app.with_config({"configurable": {"user": "ann"}}, run_name="named")
+    assert bound is not app and bound.bound_config["run_name"] == "named"
+    bound.invoke({"locations": [], "results": []}, {"configurable": {"x": 1}})
+    app.invoke({"locations": [], "results": []})
+    assert seen == [("ann", 1), (None, None)]
+    assert bound.get_graph().to_json()["edges"][0] == {"source": "__start__", "target": "n"}
+    clone = app.copy({"name": "other"})
+    assert (clone.name, app.name) == ("other", app.name)
+    spec = app.nodes["n"].copy({})
+    assert spec == app.nodes["n"] and spec is not app.nodes["n"]
