@@ -261,7 +261,10 @@ def input_validator(
         out = []
         for key, value in writes:
             spec = specs.get(key)
-            if spec is None or key not in schema.model_fields:
+            if (spec is None or key not in schema.model_fields
+                    or getattr(spec.reducer, "__name__", "") == "add_messages"):
+                # add_messages coerces its input (tuples, dicts, strings) itself; the
+                # merged list is validated when a node reads the state, as in LangGraph
                 out.append((key, value))
                 continue
             adapter = adapters.get(key)
