@@ -5,6 +5,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, NotRequired, Required, TypedDict
 
+import pytest
+
 from threadloom import START, StateGraph
 
 
@@ -83,3 +85,22 @@ def test_with_config_binds_config_under_each_call_and_copy_replaces_attributes()
     assert (clone.name, app.name) == ("other", app.name)
     spec = app.nodes["n"].copy({})
     assert spec == app.nodes["n"] and spec is not app.nodes["n"]
+
+
+def test_a_reducer_that_cannot_take_two_values_is_refused_at_build():
+    def bad(a):
+        return a
+
+    class Bad(TypedDict):
+        hello: Annotated[str, bad]
+
+    with pytest.raises(ValueError, match="Invalid reducer signature for state key 'hello'"):
+        StateGraph(Bad)
+
+    def with_default(a, b, c=None):
+        return a + b
+
+    class Fine(TypedDict):
+        hello: Annotated[str, with_default]
+
+    StateGraph(Fine)

@@ -10,6 +10,7 @@ value, so ``state["messages"]`` is ``[]`` before anybody wrote it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 import typing
 from collections.abc import Callable, Mapping
@@ -140,6 +141,20 @@ def _unwrap_required(hint: Any) -> Any:
     return hint
 
 
+def _check_reducer(key: str, reducer: Any) -> None:
+    """Refuse, as LangGraph does, a reducer that cannot take ``(current, update)``."""
+    try:
+        sig = inspect.signature(reducer)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise GraphBuildError(
+            f"Invalid reducer signature for state key {key!r}. Expected (a, b) -> c. "
+            f"Got {sig}") from None
+
+
 def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
     hint = _unwrap_required(hint)
     base, reducer, ephemeral = hint, None, False
@@ -150,6 +165,8 @@ def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
                 ephemeral = True
             elif callable(item) and not isinstance(item, type):
                 reducer = item
+    if reducer is not None:
+        _check_reducer(key, reducer)
     if reducer is not None and default is MISSING:
         origin = get_origin(base) or base
         if origin in _EMPTY_CONSTRUCTIBLE:
