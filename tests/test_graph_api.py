@@ -104,3 +104,21 @@ def test_a_reducer_that_cannot_take_two_values_is_refused_at_build():
         hello: Annotated[str, with_default]
 
     StateGraph(Fine)
+
+
+def test_bad_pydantic_input_is_both_update_error_and_pydantic_validation_error():
+    from pydantic import BaseModel, ValidationError
+
+    from threadloom.errors import InvalidUpdateError
+
+    class Q(BaseModel):
+        query: str
+
+    g = StateGraph(Q)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    with pytest.raises(ValidationError) as info:
+        g.compile().invoke({"query": {}})
+    assert isinstance(info.value, InvalidUpdateError) and info.value.field == "query"
+    assert "input key 'query' does not match" in str(info.value)
+    assert info.value.errors()[0]["loc"] == ()

@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import typing_extensions
 
 from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
-from threadloom.errors import GraphBuildError, InvalidUpdateError
+from threadloom.errors import GraphBuildError, InputValidationError, InvalidUpdateError
 from threadloom.reducers.appends import add
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
@@ -291,11 +291,9 @@ def input_validator(
                 out.append((key, adapter.validate_python(value)))
             except ValidationError as exc:
                 first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-                raise InvalidUpdateError(
-                    f"input key {key!r} does not match {schema.__qualname__}: {first} "
-                    f"(got {type(value).__name__} {value!r:.60})",
-                    field=key,
-                ) from exc
+                raise InputValidationError.from_validation(
+                    exc, f"input key {key!r} does not match {schema.__qualname__}: {first} "
+                    f"(got {type(value).__name__} {value!r:.60})", key) from exc
         given = present | {k for k, _ in writes}
         missing = [n for n in required if n not in given]
         if missing:
