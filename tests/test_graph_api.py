@@ -122,3 +122,20 @@ def test_bad_pydantic_input_is_both_update_error_and_pydantic_validation_error()
     assert isinstance(info.value, InvalidUpdateError) and info.value.field == "query"
     assert "input key 'query' does not match" in str(info.value)
     assert info.value.errors()[0]["loc"] == ()
+
+
+def test_updates_of_a_node_writing_a_key_twice_are_one_dict_per_write():
+    from threadloom import Command
+
+    class Foo(TypedDict):
+        foo: Annotated[str, operator.add]
+
+    g = StateGraph(Foo)
+    g.add_node("node_a", lambda s: [Command(update={"foo": "a1"}), Command(update={"foo": "a2"})])
+    g.add_node("node_b", lambda s: {"foo": "b"})
+    g.add_edge(START, "node_a")
+    g.add_edge("node_a", "node_b")
+    app = g.compile()
+    assert app.invoke({"foo": ""}) == {"foo": "a1a2b"}
+    assert list(app.stream({"foo": ""}, stream_mode="updates")) == [
+        {"node_a": [{"foo": "a1"}, {"foo": "a2"}]}, {"node_b": {"foo": "b"}}]

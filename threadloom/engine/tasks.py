@@ -44,22 +44,17 @@ class TaskResult:
         """``goto`` in a codec-storable form."""
         return [g if isinstance(g, str) else {"node": g.node, "arg": g.arg} for g in self.goto]
 
-    def update_view(self) -> dict[str, Any] | None:
-        """The task's writes as one dict, as the ``updates`` stream mode shows them."""
-        if not self.writes:
+    def update_view(self) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """The task's writes as the ``updates`` stream mode shows them, as LangGraph:
+        one dict, or, when the task wrote a key more than once (a list of
+        ``Command``s, say), one ``{key: value}`` dict per write."""
+        writes = self.writes
+        if not writes:
             return None
-        out: dict[str, Any] = {}
-        for key, value in self.writes:
-            if key in out:
-                prev = out[key]
-                out[key] = [*prev, value] if isinstance(prev, _Many) else _Many([prev, value])
-            else:
-                out[key] = value
-        return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
-
-
-class _Many(list):  # several writes to one key by one task
-    pass
+        out = dict(writes)
+        if len(out) < len(writes):
+            return [{key: value} for key, value in writes]
+        return out
 
 
 class Held:
