@@ -188,7 +188,7 @@ def test_draw_mermaid_and_png(work):
     assert result.exit_code == 0
     assert "graph TD;" in result.stdout and "inc -.-> double;" in result.stdout
     assert cli("draw", "cli_graphs:counter_builder", "-o", "g.mmd").exit_code == 0
-    assert Path("g.mmd").read_text().startswith("---\ntitle: graph")
+    assert Path("g.mmd").read_text().startswith("---\nconfig:\n  flowchart:\n")
     pytest.importorskip("matplotlib")
     result = cli("draw", "cli_graphs:counter", "--format", "png", "-o", "g.png")
     assert result.exit_code == 0, result.output

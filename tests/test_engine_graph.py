@@ -144,7 +144,8 @@ def test_draw_mermaid_shows_nodes_and_conditional_edges():
     g.add_conditional_edges("agent", lambda s: END, {"go": "tools", "stop": END})
     g.add_edge("tools", "agent")
     text = g.compile().get_graph().draw_mermaid()
-    assert text.splitlines()[3] == "graph TD;"
+    assert text.splitlines()[:6] == ["---", "config:", "  flowchart:", "    curve: linear",
+                                     "---", "graph TD;"]  # LangGraph's front matter
     assert "__start__ --> agent;" in text
     assert "agent -. &nbsp;go&nbsp; .-> tools;" in text
     assert "tools --> agent;" in text

@@ -8,6 +8,8 @@ The tree, as httpx draws its own::
     │   └── GraphValidationError   unknown nodes, no entry point, bad names
     ├── GraphRunError              raised while a graph runs
     │   ├── InvalidUpdateError     a node wrote something the state cannot take
+    │   │   └── InputValidationError  a pydantic state's input failed validation (also
+    │   │                          pydantic's ValidationError, as LangGraph raises)
     │   ├── GraphRecursionError    recursion_limit super-steps passed without finishing
     │   │                          (also a RecursionError, as LangGraph's)
     │   ├── InvalidRouteError      an edge or Command routed to a node that does not exist
@@ -38,6 +40,8 @@ note (PEP 678) naming the node and the super-step.
 from __future__ import annotations
 
 from typing import Any
+
+from pydantic import ValidationError
 
 
 class ThreadloomError(Exception):
@@ -88,6 +92,36 @@ class InvalidUpdateError(GraphRunError):
         self.field = field
         self.nodes = nodes
         self.step = step
+
+
+class InputValidationError(InvalidUpdateError, ValidationError):
+    """A run's input does not validate against its pydantic state schema.
+
+    Both an ``InvalidUpdateError`` (``field`` names the key; the message says which key
+    of which schema) and pydantic's ``ValidationError`` (``errors()``), which is what
+    LangGraph raises. Build one with ``from_validation``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # called by pydantic-core
+        self.field: str | None = None
+        self.nodes: tuple[str, ...] = ()
+        self.step: int | None = None
+        self.message = ""
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError, message: str,
+                        field: str | None) -> InvalidUpdateError:
+        """The error for ``exc`` (a plain ``InvalidUpdateError`` when pydantic cannot
+        rebuild its details)."""
+        try:
+            made = cls.from_exception_data(exc.title, exc.errors())  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - details pydantic will not rebuild
+            return InvalidUpdateError(message, field=field)
+        made.message, made.field = message, field
+        return made
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class GraphRecursionError(GraphRunError, RecursionError):

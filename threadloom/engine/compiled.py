@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
+from threadloom.engine.graph_api import GraphApi, merge_bound_config
 from threadloom.engine.lease import ThreadLease, _Claim
+from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from threadloom.engine.graph import StateGraph
 
 T = TypeVar("T")
-class CompiledGraph(ThreadState):
+class CompiledGraph(ThreadState, GraphApi):
     """A checked, runnable graph, as LangGraph's ``CompiledStateGraph``.
 
     Built by ``StateGraph.compile()``; see there for the arguments. It can itself be added
@@ -117,7 +119,8 @@ class CompiledGraph(ThreadState):
         thread_id: str | None,
         recursion_limit: int | None,
     ) -> dict[str, Any]:
-        out = dict(config or {})
+        out = merge_bound_config(self.bound_config, config or {}) if self.bound_config else (
+            dict(config or {}))
         conf = dict(out.get("configurable") or {})
         if thread_id is not None:
             given = conf.get("thread_id")
@@ -314,9 +317,10 @@ class CompiledGraph(ThreadState):
         """Sync ``abatch``."""
         return run_sync(self.abatch(inputs, config, **kwargs))
 
-    def get_graph(self) -> DrawableGraph:
-        """A drawable view: ``get_graph().draw_mermaid()``, ``.draw_png(path)``."""
-        return DrawableGraph(self.builder, self.name)
+    def get_graph(self, config: Any = None, *, xray: int | bool = False) -> DrawableGraph:
+        """A drawable view: ``get_graph().draw_mermaid()``, ``.to_json()``,
+        ``.draw_png(path)``; ``xray`` draws subgraphs' nodes that many levels deep."""
+        return DrawableGraph(self.builder, self.name, lg_graph(self, xray))
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -17,6 +17,8 @@ from typing import Any
 import networkx as nx
 
 from threadloom.engine.analysis import graph_edges, to_networkx
+from threadloom.engine.lgdraw import Drawn
+from threadloom.engine.mermaid import mermaid_text, to_json
 from threadloom.types import END, START
 
 __all__ = ["DrawableGraph"]
@@ -36,38 +38,29 @@ class DrawableGraph:
         edges: ``DrawnEdge`` items.
     """
 
-    def __init__(self, graph: Any, name: str = "graph") -> None:
+    def __init__(self, graph: Any, name: str = "graph", drawn: Drawn | None = None) -> None:
         self.name = name
         self.nodes = [START, *graph.nodes, END]
         self.edges = graph_edges(graph)
         self._nx = to_networkx(graph)
+        self._drawn = drawn
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"nodes": [...], "edges": [...]}`` as LangGraph's ``Graph.to_json``."""
+        if self._drawn is None:
+            raise ValueError("this drawing has no LangGraph view; use CompiledGraph.get_graph()")
+        return to_json(self._drawn)
 
     def to_networkx(self) -> nx.DiGraph:
         """The underlying ``networkx.DiGraph``."""
         return self._nx
 
-    def draw_mermaid(self) -> str:
-        """Mermaid ``graph TD`` text: solid arrows for edges, dotted for conditional ones."""
-        lines = ["---", f"title: {self.name}", "---", "graph TD;"]
-        ids = {n: _mermaid_id(n) for n in self.nodes}
-        lines.append(f"\t{ids[START]}([<p>__start__</p>]):::first")
-        for name in self.nodes[1:-1]:
-            lines.append(f"\t{ids[name]}({name})")
-        lines.append(f"\t{ids[END]}([<p>__end__</p>]):::last")
-        seen: set[tuple[str, str, str | None]] = set()
-        for e in self.edges:
-            key = (e.source, e.target, e.label)
-            if key in seen:
-                continue
-            seen.add(key)
-            arrow = "-.->" if e.conditional else "-->"
-            if e.label:
-                arrow = f"-. &nbsp;{e.label}&nbsp; .->"
-            lines.append(f"\t{ids[e.source]} {arrow} {ids[e.target]};")
-        lines.append("\tclassDef default fill:#f2f0ff,line-height:1.2")
-        lines.append("\tclassDef first fill-opacity:0")
-        lines.append("\tclassDef last fill:#bfb6fc")
-        return "\n".join(lines) + "\n"
+    def draw_mermaid(self, **options: Any) -> str:
+        """Mermaid text as LangGraph's ``draw_mermaid`` writes it (``with_styles``,
+        ``curve_style``, ``node_colors``, ``wrap_label_n_words``, ``frontmatter_config``)."""
+        if self._drawn is None:
+            raise ValueError("this drawing has no LangGraph view; use CompiledGraph.get_graph()")
+        return mermaid_text(self._drawn, **options)
 
     def draw_png(self, path: str | None = None) -> bytes:
         """Render a PNG offline with matplotlib (the ``draw`` extra); returns its bytes.

@@ -6,6 +6,7 @@ Definition time only, as ``graph``.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -50,6 +51,10 @@ class NodeSpec:
     destinations: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     destination_labels: Mapping[str, str] | None = None
+
+    def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
+        """A copy with the fields in ``update`` replaced (LangGraph's ``PregelNode.copy``)."""
+        return dataclasses.replace(self, **dict(update or {}))
 
 
 @dataclass(frozen=True, slots=True)

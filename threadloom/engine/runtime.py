@@ -21,7 +21,13 @@ Emit = Callable[[str, Any], None]
 T = TypeVar("T")
 
 
-class GraphInterrupt(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class GraphBubbleUp(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """A signal that must reach the engine through every handler on its way (LangGraph's
+    base of its interrupt and parent-command signals): ``ToolNode`` re-raises it whatever
+    ``handle_tool_errors`` says, and no ``except Exception`` catches it."""
+
+
+class GraphInterrupt(GraphBubbleUp):  # noqa: N818 - a control-flow signal, not an error
     """Raised by ``interrupt()`` to pause the run; the scheduler catches it.
 
     It derives from ``BaseException`` so that a node's (or a tool's) ``except Exception``

@@ -10,6 +10,7 @@ value, so ``state["messages"]`` is ``[]`` before anybody wrote it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 import typing
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import typing_extensions
 
 from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
-from threadloom.errors import GraphBuildError, InvalidUpdateError
+from threadloom.errors import GraphBuildError, InputValidationError, InvalidUpdateError
 from threadloom.reducers.appends import add
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
@@ -140,6 +141,20 @@ def _unwrap_required(hint: Any) -> Any:
     return hint
 
 
+def _check_reducer(key: str, reducer: Any) -> None:
+    """Refuse, as LangGraph does, a reducer that cannot take ``(current, update)``."""
+    try:
+        sig = inspect.signature(reducer)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise GraphBuildError(
+            f"Invalid reducer signature for state key {key!r}. Expected (a, b) -> c. "
+            f"Got {sig}") from None
+
+
 def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
     hint = _unwrap_required(hint)
     base, reducer, ephemeral = hint, None, False
@@ -150,6 +165,8 @@ def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
                 ephemeral = True
             elif callable(item) and not isinstance(item, type):
                 reducer = item
+    if reducer is not None:
+        _check_reducer(key, reducer)
     if reducer is not None and default is MISSING:
         origin = get_origin(base) or base
         if origin in _EMPTY_CONSTRUCTIBLE:
@@ -261,7 +278,10 @@ def input_validator(
         out = []
         for key, value in writes:
             spec = specs.get(key)
-            if spec is None or key not in schema.model_fields:
+            if (spec is None or key not in schema.model_fields
+                    or getattr(spec.reducer, "__name__", "") == "add_messages"):
+                # add_messages coerces its input (tuples, dicts, strings) itself; the
+                # merged list is validated when a node reads the state, as in LangGraph
                 out.append((key, value))
                 continue
             adapter = adapters.get(key)
@@ -271,11 +291,9 @@ def input_validator(
                 out.append((key, adapter.validate_python(value)))
             except ValidationError as exc:
                 first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-                raise InvalidUpdateError(
-                    f"input key {key!r} does not match {schema.__qualname__}: {first} "
-                    f"(got {type(value).__name__} {value!r:.60})",
-                    field=key,
-                ) from exc
+                raise InputValidationError.from_validation(
+                    exc, f"input key {key!r} does not match {schema.__qualname__}: {first} "
+                    f"(got {type(value).__name__} {value!r:.60})", key) from exc
         given = present | {k for k, _ in writes}
         missing = [n for n in required if n not in given]
         if missing:

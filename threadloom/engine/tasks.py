@@ -196,6 +196,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         loop.message_ids if "messages" in modes else None,
         loop.blocking_ok and loop.inline_sync, task.index, loop,
     )
+    if ctx.streamed_ids is not None and loop.graph.message_keys:
+        _see_input_messages(ctx.streamed_ids, loop.graph.message_keys, task.input)
     attempt = 0
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
@@ -352,6 +354,9 @@ def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
 def _emit_unstreamed_messages(
     loop: RunLoop, ctx: TaskContext, writes: list[tuple[str, Any]]
 ) -> None:
+    """Emit the messages a node wrote that ``messages`` mode has not sent yet: neither
+    streamed nor emitted earlier in the run, nor in the input of any node of the run
+    so far (``run_task`` records those, as LangGraph counts them seen)."""
     from threadloom.engine.runtime import message_metadata
 
     emit = loop.emit
@@ -368,3 +373,14 @@ def _emit_unstreamed_messages(
                 if mid:
                     seen.add(mid)
                 emit("messages", (item, message_metadata(ctx)))
+
+
+def _see_input_messages(seen: set[str], keys: Any, given: Any) -> None:
+    """Count the messages of a node's input (a dict or a model) as sent in ``messages``
+    mode, as LangGraph does when a node starts: a node returning them sends nothing."""
+    for key in keys:
+        value = given.get(key) if isinstance(given, dict) else getattr(given, key, None)
+        for item in value if isinstance(value, list) else ():
+            mid = getattr(item, "id", None)
+            if mid:
+                seen.add(mid)

@@ -184,8 +184,9 @@ def _merge(
         if isinstance(message, RemoveMessage):
             if position is None:
                 raise ValueError(
-                    f"add_messages: cannot remove message id {message.id!r}: "
-                    "no message with that id in the state or earlier in this update"
+                    "Attempting to delete a message with an ID that doesn't exist "
+                    f"({message.id!r}): no message with that id in the state or earlier "
+                    "in this update"
                 )
             to_remove.add(message.id)
         elif position is None:

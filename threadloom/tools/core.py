@@ -88,6 +88,15 @@ class Tool:
             _plain_fields(self.args_model, self._field_names)
             if args_schema is None and not self._injected else None)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass with ``_run``/``_arun`` and no ``__init__`` is built from its
+        declared fields, as a LangChain ``BaseTool`` subclass (``tools.subclass``)."""
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__ and ("_run" in cls.__dict__ or "_arun" in cls.__dict__):
+            from threadloom.tools.subclass import init_from_fields
+
+            cls.__init__ = init_from_fields  # type: ignore[method-assign,assignment]
+
     @property
     def takes_injections(self) -> bool:
         """Whether any parameter is filled by the engine (state, call id, config, key)."""

@@ -103,6 +103,8 @@ def _build_args_model(
     if given is not None:
         if not (isinstance(given, type) and issubclass(given, BaseModel)):
             raise TypeError(f"tool {name!r}: args_schema must be a pydantic model class")
+        given, hidden = _strip_injected(given)
+        injected.update(hidden)
         return given, injected, {(f.alias or n): n for n, f in given.model_fields.items()}
     config = ConfigDict(extra="ignore", protected_namespaces=())
     try:
@@ -111,6 +113,22 @@ def _build_args_model(
     except Exception as exc:  # pydantic raises several types for unsupported annotations
         raise TypeError(f"tool {name!r}: cannot build an argument schema: {exc}") from exc
     return model, injected, field_names
+
+
+def _strip_injected(given: type[BaseModel]) -> tuple[type[BaseModel], dict[str, Any]]:
+    """``given`` without its injected fields (``Annotated[str, InjectedToolCallId]``...),
+    and those fields' markers: the model neither sees nor sends them, as in LangChain."""
+    hidden: dict[str, Any] = {}
+    for fname, info in given.model_fields.items():
+        marker = _injection(fname if fname == "config" else "", Annotated[
+            (info.annotation, *info.metadata)] if info.metadata else info.annotation)
+        if marker is not None:
+            hidden[info.alias or fname] = marker
+    if not hidden:
+        return given, hidden
+    kept: dict[str, Any] = {n: (f.annotation, f) for n, f in given.model_fields.items()
+            if (f.alias or n) not in hidden}
+    return create_model(given.__name__, __config__=given.model_config, **kept), hidden
 
 
 def _clean_schema(node: Any, defs: dict[str, Any], seen: frozenset[str] = frozenset()) -> Any:
