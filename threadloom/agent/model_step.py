@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update, sum_usage
-from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump
+from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump, max_steps_reached
 from threadloom.agent.requests import (
     ModelRequest,
     RunOptions,
@@ -222,7 +222,7 @@ class ModelStep:
             return jump(update, "end")
         steps = (state.get("step_count") or 0) + update.get("step_count", 0)
         if steps >= nodes.rules.max_steps:
-            update["exit_reason"] = MAX_STEPS
+            update["exit_reason"] = max_steps_reached(nodes.rules.max_steps)
             messages = answer_pending(messages, "the run reached max_agent_steps")
             update["messages"] = messages_update(stored, messages)
             return jump(update, "end")

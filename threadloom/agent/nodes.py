@@ -22,7 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.agent.agent_state import Control, HookBridge, add_delta, messages_update
-from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exit
+from threadloom.agent.exit import (
+    JUMP_END,
+    MAX_STEPS,
+    ExitRules,
+    jump,
+    last_exit,
+    max_steps_reached,
+)
 from threadloom.agent.hooks import run_hooks
 from threadloom.agent.requests import Prompts, answer_pending, run_options
 from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
@@ -185,7 +192,7 @@ class AgentNodes:
                 if stop is not None:
                     update["stop_run"] = stop  # the next model call will not happen
                 return update
-            reason = MAX_STEPS
+            reason = max_steps_reached(self.rules.max_steps)
         update["exit_reason"] = reason
         return update
 

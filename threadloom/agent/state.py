@@ -26,6 +26,8 @@ RESERVED_KEYS = frozenset({
 })
 """State keys the agent owns; a user ``state_schema`` may not redefine them."""
 
+_ATOMIC = frozenset({str, int, float, bool, bytes})
+
 _KNOWN_HANDLERS: dict[str, Handler] = {
     "merge_lists": merge_lists,
     "replace_values": replace_values,
@@ -70,7 +72,9 @@ def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             raise ValueError(f"State schema entry {key!r}: handler {handler!r} is not callable")
         result[key] = {"type": entry["type"], "handler": handler}
     if "messages" not in result:
-        result["messages"] = {"type": list, "handler": add_messages}
+        from threadloom.messages import BaseMessage
+
+        result["messages"] = {"type": list[BaseMessage], "handler": add_messages}
     return result
 
 
@@ -109,18 +113,26 @@ class State:
         data: initial values, stored as given (not merged, not recorded as changes).
 
     Raises:
-        ValueError: a malformed schema entry, or ``data`` naming a key outside the schema.
+        ValueError: a malformed schema entry (``data`` is taken as given, as Haystack's:
+            a key outside the schema is kept, and only ``set`` checks keys).
     """
 
     __slots__ = ("_changed", "_data", "_schema")
+    __threadloom_injection__ = "live_state"  # a tool parameter typed State receives one
+
+    @classmethod
+    def over(cls, values: Mapping[str, Any] | None) -> State:
+        """A ``State`` over a copy of ``values`` (a graph state dict), every key typed
+        ``Any``: what a tool parameter typed ``State`` gets when the engine has no
+        ``State`` to give; the tool's ``set`` calls are written back as a state update."""
+        data = dict(values) if isinstance(values, Mapping) else dict(vars(values or {}))
+        return cls({k: {"type": Any} for k in data if k != "messages"}, data)
 
     def __init__(self, schema: Mapping[str, Any], data: Mapping[str, Any] | None = None) -> None:
         self._schema = _normalize_schema(schema)
         self._data: dict[str, Any] = {}
         self._changed: dict[str, None] = {}
-        for key, value in (data or {}).items():
-            self._require_key(key)
-            self._data[key] = value
+        self._data.update(data or {})  # as Haystack's: data keys are not checked
 
     def _require_key(self, key: str) -> None:
         if key not in self._schema:
@@ -138,8 +150,16 @@ class State:
         return self._data
 
     def get(self, key: str, default: Any = None) -> Any:
-        """Return the value of ``key``, or ``default`` when it has none."""
-        return self._data.get(key, default)
+        """A deep copy of the value of ``key`` (or of ``default``), as Haystack's: changing
+        it changes nothing until ``set``. A value that cannot be copied (a connection in
+        ``hook_context``) is returned as it is; ``data[key]`` is always the live value."""
+        value = self._data.get(key, default)
+        if value is None or type(value) in _ATOMIC:
+            return value
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - an uncopyable object is returned live
+            return value
 
     def has(self, key: str) -> bool:
         """Whether ``key`` has a value."""
@@ -266,7 +286,8 @@ def validate_user_schema(schema: Any, *, inherited: Mapping[str, Any] | None = N
     for key in sorted(declared):
         if key in RESERVED_KEYS and not (key in inherited and declared[key] == inherited[key]):
             raise ValueError(
-                f"state_schema redefines reserved key {key!r}; reserved keys: "
+                f"state_schema redefines key {key!r}, which is reserved for Agent internal "
+                f"state; reserved keys: "
                 f"{', '.join(sorted(RESERVED_KEYS))}")
 
 
