@@ -14,7 +14,8 @@ from threadloom.agent.state import State
 from threadloom.agent.structured import ProviderStrategy, StructuredOutputError, ToolStrategy
 
 __all__ = [
-    "HOOK_POINTS", "Agent", "AgentState", "ChatGeneratorModel", "ModelRequest", "ProviderStrategy", "State",
+    "HOOK_POINTS", "Agent", "AgentState", "ChatGeneratorModel", "ModelRequest",
+    "ProviderStrategy", "State",
     "StructuredOutputError", "ToolCallRequest", "ToolStrategy", "approval_hook", "create_agent",
     "hook",
 ]

@@ -196,6 +196,7 @@ def after_exit_check(state: dict[str, Any]) -> str:
 
 __all__ = [
     "JUMP_NODES", "after_before_run", "after_exit_check", "after_model", "tools_route",
-    "jump", "max_steps_reached", "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules", "last_exit", "make_rules",
+    "jump", "max_steps_reached", "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules",
+    "last_exit", "make_rules",
     "reply_exit", "tools_exit",
 ]

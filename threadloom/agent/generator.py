@@ -8,16 +8,24 @@ the generator's lifecycle methods (``warm_up``, ``warm_up_async``, ``close``,
 ``close_async``) are the model's, so ``Agent.warm_up()`` / ``close()`` reach it.
 
 Replies are taken as ``ScriptedChatModel`` takes script entries (an ``AIMessage``, a
-string or a dict of fields); tools are passed as OpenAI tool dicts.
+string or a dict of fields); tools are passed as OpenAI tool dicts. Sync runs
+(``invoke``, ``Agent.run``) call its ``run``; async runs (``ainvoke``, ``Agent.run_async``)
+its ``run_async`` when it has one, else its ``run`` in a worker thread.
 """
 
 from __future__ import annotations
 
 import inspect
+from contextvars import ContextVar
 from typing import Any
 
-from threadloom.messages import BaseMessage
+from threadloom.engine.runtime import current_task
+from threadloom.messages import AIMessage, BaseMessage
 from threadloom.models.scripted import ScriptedChatModel
+from threadloom.workers import to_worker
+
+# the reply ``run_async`` gave, for the ``_generate`` call that turns it into the answer
+_FETCHED: ContextVar[Any] = ContextVar("threadloom_generator_reply", default=None)
 
 
 class ChatGeneratorModel(ScriptedChatModel):
@@ -40,11 +48,34 @@ class ChatGeneratorModel(ScriptedChatModel):
         super().__init__(self._reply, name=name)
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]] | None) -> Any:
-        replies = self.generator.run(messages=messages, tools=tools).get("replies") or []
+        fetched = _FETCHED.get()
+        if fetched is not None:  # ``_agenerate`` has called ``run_async`` already
+            return fetched
+        return self._first(self.generator.run(messages=messages, tools=tools))
+
+    def _first(self, output: Any) -> Any:
+        replies = (output or {}).get("replies") or []
         if not replies:
-            raise ValueError(f"chat_generator {type(self.generator).__name__}.run returned "
+            raise ValueError(f"chat_generator {type(self.generator).__name__} returned "
                              "no replies")
         return replies[0]
+
+    async def _agenerate(self, msgs: list[BaseMessage], tools: list[dict] | None,
+                         opts: dict[str, Any]) -> AIMessage:
+        """An async call: the generator's ``run_async`` when it has one, else its ``run``
+        in a worker thread (as Haystack's ``Agent.run_async``)."""
+        task = current_task()
+        if task is not None and task.blocking_ok:  # a sync run (``invoke``, ``Agent.run``)
+            return self._generate(msgs, tools, opts)
+        run_async = getattr(self.generator, "run_async", None)
+        if not callable(run_async):
+            return await to_worker(self._generate, msgs, tools, opts)
+        reply = self._first(await run_async(messages=msgs, tools=tools))
+        token = _FETCHED.set(reply)
+        try:
+            return self._generate(msgs, tools, opts)
+        finally:
+            _FETCHED.reset(token)
 
     def warm_up(self) -> None:
         """The generator's ``warm_up()``, when it has one."""

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update, sum_usage
-from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump, max_steps_reached
+from threadloom.agent.exit import FINISH_EXITS, JUMP_END, jump, max_steps_reached
 from threadloom.agent.requests import (
     ModelRequest,
     RunOptions,

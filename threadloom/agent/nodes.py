@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from threadloom.agent.agent_prompts import Prompts
 from threadloom.agent.agent_state import Control, HookBridge, add_delta, messages_update
 from threadloom.agent.exit import (
     JUMP_END,
-    MAX_STEPS,
     ExitRules,
     jump,
     last_exit,
     max_steps_reached,
 )
 from threadloom.agent.hooks import run_hooks
-from threadloom.agent.requests import Prompts, answer_pending, run_options
+from threadloom.agent.requests import answer_pending, run_options
 from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
 from threadloom.messages import BaseMessage
 from threadloom.types import Command

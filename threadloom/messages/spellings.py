@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class ChatRole(str, Enum):
+class ChatRole(StrEnum):
     """Haystack's chat roles; each equals its string (``ChatRole.USER == "user"``)."""
 
     USER = "user"
