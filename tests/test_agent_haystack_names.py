@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from threadloom import AIMessage, HumanMessage, ScriptedChatModel, ToolMessage, create_agent, tool
+from threadloom import (
+    AIMessage,
+    HumanMessage,
+    ScriptedChatModel,
+    Tool,
+    ToolMessage,
+    create_agent,
+    tool,
+)
 from threadloom.agent import ChatGeneratorModel, State
 from threadloom.messages import BaseMessage, ChatRole, SystemMessage
 
@@ -232,3 +240,81 @@ def test_async_run_without_run_async_uses_run() -> None:
     agent = create_agent(ChatGeneratorModel(generator), [])
     out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("b")]}))
     assert out["last_message"].text == "only run" and len(generator.seen) == 1
+
+
+def test_generator_usage_in_meta_counts_and_context_tokens_start_at_zero() -> None:
+    first = BaseMessage.from_assistant(
+        tool_calls=[_call("weather", {"location": "X"})],
+        meta={"usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    second = BaseMessage.from_assistant("Done.", meta={"usage": {"prompt_tokens": 20,
+                                                                 "completion_tokens": 8}})
+    seen: list[Any] = []
+
+    def capture(state: State) -> None:
+        seen.append(state.get("context_tokens"))
+
+    agent = create_agent(ChatGeneratorModel(Generator([first, second])), [weather],
+                         hooks={"before_llm": [capture]})
+    out = agent.run([HumanMessage("w?")])
+    assert seen == [0, 15]  # 0 before any call of the run, then the last call's size
+    assert out["token_usage"] == {"input_tokens": 30, "output_tokens": 13, "total_tokens": 43}
+
+
+class Echo:
+    """A generator with plain __init__ parameters kept as same-named attributes."""
+
+    def __init__(self, prefix: str = "echo", *, times: int = 1) -> None:
+        self.prefix = prefix
+        self.times = times
+
+    def run(self, messages: list[Any], tools: Any = None) -> dict[str, Any]:
+        return {"replies": [AIMessage(f"{self.prefix}: {messages[-1].text}" * self.times)]}
+
+
+def test_generator_agent_to_dict_from_dict_and_clone() -> None:
+    agent = create_agent(ChatGeneratorModel(Echo("hey", times=1)), [weather],
+                         system_prompt="be kind", exit_conditions=["text", "weather"],
+                         state_schema={"foo": {"type": str}}, max_agent_steps=7)
+    data = agent.to_dict()
+    generator = data["init_parameters"]["model"]["init_parameters"]["generator"]
+    assert generator == {"type": f"{__name__}:Echo",
+                         "init_parameters": {"prefix": "hey", "times": 1}}
+    clone = agent.clone()
+    assert clone is not agent and clone.to_dict() == data
+    changed = agent.clone(max_agent_steps=3)
+    assert changed.max_agent_steps == 3
+    assert {k for k in data["init_parameters"] if data["init_parameters"][k] != changed.to_dict()[
+        "init_parameters"][k]} == {"max_agent_steps"}
+    restored = type(agent).from_dict(data, allowed_modules=[__name__])
+    assert restored.run([HumanMessage("hi")])["last_message"].text == "hey: hi"
+
+
+def test_generator_that_cannot_be_written_says_why() -> None:
+    class Local:
+        def __init__(self, secret_client: Any) -> None:
+            self.client = secret_client
+
+        def run(self, messages: list[Any], tools: Any = None) -> dict[str, Any]:
+            return {"replies": [AIMessage("x")]}
+
+    from threadloom.errors import SerializationError
+
+    with pytest.raises(SerializationError, match="not importable|local|module-level"):
+        create_agent(ChatGeneratorModel(Local(object()))).to_dict()
+
+
+def test_tool_built_in_code_is_written_by_its_function_path() -> None:
+    built = Tool("weather_tool", "Weather of a city.", func=weather)
+    agent = create_agent(ScriptedChatModel(["x"]), [built])
+    data = agent.to_dict()
+    assert data["init_parameters"]["tools"] == [{
+        "type": "threadloom.tools:Tool", "init_parameters": {
+            "name": "weather_tool", "description": "Weather of a city.",
+            "return_direct": False, "func": f"{__name__}:weather"}}]
+    restored = type(agent).from_dict(data, allowed_modules=[__name__])
+    assert [t.name for t in restored.tools] == ["weather_tool"]
+    assert restored.tools[0].func is weather
+    from threadloom.errors import SecurityError
+
+    with pytest.raises(SecurityError, match="not allowed"):
+        type(agent).from_dict(data)  # the function's module must be allowed

@@ -120,7 +120,8 @@ class AgentNodes:
 
     async def before_run(self, state: dict[str, Any]) -> Any:
         """Reset the run's counters, render the user prompt, run ``before_run`` hooks."""
-        update: dict[str, Any] = {"exit_reason": None}
+        # context_tokens: no model call yet in this run (Haystack starts it at 0)
+        update: dict[str, Any] = {"exit_reason": None, "context_tokens": 0}
         if self.strategy is not None:
             update["structured_response"] = None
         for key, default in self.defaults.items():
