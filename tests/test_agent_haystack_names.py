@@ -318,3 +318,24 @@ def test_tool_built_in_code_is_written_by_its_function_path() -> None:
 
     with pytest.raises(SecurityError, match="not allowed"):
         type(agent).from_dict(data)  # the function's module must be allowed
+
+
+def test_is_valid_type_and_validate_schema() -> None:
+    from typing import Optional, Union
+
+    from threadloom.agent.state import is_valid_type, validate_schema
+
+    for good in (str, list, list[int], dict[str, list[int]], Optional[str], str | None,
+                 Union[int, str], Any, Generator):
+        assert is_valid_type(good), good
+    for bad in ("str", 42, [1], None, len, lambda x: x, Union, Generator([])):
+        assert not is_valid_type(bad), bad
+    validate_schema({"n": {"type": list}, "messages": {"type": list[HumanMessage]}})
+    with pytest.raises(ValueError, match="must be a Python type"):
+        validate_schema({"n": {"type": "not_a_type"}})
+    with pytest.raises(ValueError, match="missing a 'type' entry"):
+        validate_schema({"n": {"handler": max}})
+    with pytest.raises(ValueError, match="must be callable or None"):
+        validate_schema({"n": {"type": list, "handler": "nope"}})
+    with pytest.raises(ValueError, match="messages"):
+        validate_schema({"messages": {"type": list[str]}})

@@ -54,6 +54,25 @@ def default_handler(key: str, tp: Any) -> Handler:
     return merge_lists if _is_list_type(tp) else replace_values
 
 
+def is_valid_type(tp: Any) -> bool:
+    """Whether ``tp`` can be a State schema ``type``: a class (``str``, a dataclass, a
+    generic class), ``Any``, or a parametrized type (``list[int]``, ``dict[str, X]``,
+    ``X | None``, ``Optional[X]``). Not a string, an instance, a function or bare ``Union``.
+    """
+    return isinstance(tp, type) or tp is Any or typing.get_origin(tp) is not None
+
+
+def validate_schema(schema: Mapping[str, Any]) -> None:
+    """Check a State schema as ``State(schema)`` does, without building a ``State``.
+
+    Raises:
+        ValueError: an entry without ``type``, a ``type`` that is no type
+            (``is_valid_type``), a ``handler`` that is not callable or None, or
+            ``messages`` typed as anything but a list of messages.
+    """
+    _normalize_schema(schema)
+
+
 def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(schema, Mapping):
         raise TypeError(f"State schema must be a dict, got {type(schema).__name__}")
@@ -62,14 +81,16 @@ def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if not isinstance(key, str) or not key:
             raise ValueError(f"State schema keys must be non-empty strings, got {key!r}")
         if not isinstance(entry, Mapping) or "type" not in entry:
-            raise ValueError(f"State schema entry {key!r} must be a dict with a 'type' key")
+            raise ValueError(f"State schema entry {key!r} is missing a 'type' entry (each "
+                             "entry is a dict with a 'type' key)")
         unknown = set(entry) - {"type", "handler"}
         if unknown:
             raise ValueError(f"State schema entry {key!r} has unknown field(s) {sorted(unknown)}")
         _check_type(key, entry["type"])
         handler = entry.get("handler") or default_handler(key, entry["type"])
         if not callable(handler):
-            raise ValueError(f"State schema entry {key!r}: handler {handler!r} is not callable")
+            raise ValueError(f"State schema entry {key!r}: 'handler' must be callable or None, "
+                             f"got {handler!r}")
         result[key] = {"type": entry["type"], "handler": handler}
     if "messages" not in result:
         from threadloom.messages import BaseMessage
@@ -86,7 +107,7 @@ def _check_type(key: str, tp: Any) -> None:
     if isinstance(tp, str):
         raise ValueError(f"State schema entry {key!r}: 'type' must be a Python type, got the "
                          f"string {tp!r} (write {tp} without quotes)")
-    if not (isinstance(tp, type) or tp is Any or typing.get_origin(tp) is not None):
+    if not is_valid_type(tp):
         raise ValueError(f"State schema entry {key!r}: 'type' must be a Python type, got {tp!r}")
     if key != "messages":
         return
@@ -292,5 +313,6 @@ def validate_user_schema(schema: Any, *, inherited: Mapping[str, Any] | None = N
 
 
 __all__ = [
-    "RESERVED_KEYS", "Handler", "State", "default_handler", "validate_user_schema",
+    "RESERVED_KEYS", "Handler", "State", "default_handler", "is_valid_type", "validate_schema",
+    "validate_user_schema",
 ]
