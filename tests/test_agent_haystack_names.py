@@ -325,8 +325,8 @@ def test_is_valid_type_and_validate_schema() -> None:
 
     from threadloom.agent.state import is_valid_type, validate_schema
 
-    for good in (str, list, list[int], dict[str, list[int]], Optional[str], str | None,
-                 Union[int, str], Any, Generator):
+    for good in (str, list, list[int], dict[str, list[int]], Optional[str],  # noqa: UP045
+                 str | None, Union[int, str], Any, Generator):  # noqa: UP007
         assert is_valid_type(good), good
     for bad in ("str", 42, [1], None, len, lambda x: x, Union, Generator([])):
         assert not is_valid_type(bad), bad
