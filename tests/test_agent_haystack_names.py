@@ -339,3 +339,25 @@ def test_is_valid_type_and_validate_schema() -> None:
         validate_schema({"n": {"type": list, "handler": "nope"}})
     with pytest.raises(ValueError, match="messages"):
         validate_schema({"messages": {"type": list[str]}})
+
+
+def test_sync_streaming_callback_in_an_async_run_warns(caplog: pytest.LogCaptureFixture) -> None:
+    chunks: list[Any] = []
+
+    def on_chunk(chunk: Any) -> None:
+        chunks.append(chunk)
+
+    async def on_chunk_async(chunk: Any) -> None:
+        chunks.append(chunk)
+
+    agent = create_agent(ScriptedChatModel(["hello there"] * 3), [])
+    with caplog.at_level(logging.WARNING):
+        agent.run([HumanMessage("a")], streaming_callback=on_chunk)  # sync run: fine
+        assert "sync streaming callback" not in caplog.text
+        asyncio.run(agent.ainvoke({"messages": [HumanMessage("b")]},
+                                  streaming_callback=on_chunk_async))
+        assert "sync streaming callback" not in caplog.text
+        asyncio.run(agent.ainvoke({"messages": [HumanMessage("c")]},
+                                  streaming_callback=on_chunk))
+    assert "A sync streaming callback is used in an async run" in caplog.text
+    assert chunks  # every callback still got its chunks
