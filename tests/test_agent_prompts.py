@@ -81,8 +81,39 @@ def test_required_variables_span_both_templates() -> None:
     "{{ streaming_callback }}", "{{ tools }}",
 ])
 def test_variable_colliding_with_state_key_or_run_argument(template: str) -> None:
-    with pytest.raises(ValueError, match="collide"):
+    # Haystack's wording: which variable, which prompt, and with what it collides
+    name = template.strip("{} ")
+    with pytest.raises(ValueError, match=f"Variable '{name}' from user_prompt (is already "
+                       "defined in the state schema|conflicts with input names in the run)"):
         create_agent(ScriptedChatModel(["x"]), user_prompt=template)
+
+
+def test_required_variables_without_any_prompt_variable_warn(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # as Haystack: a warning, not an error, when no prompt has variables at all
+    with caplog.at_level("WARNING"):
+        agent = create_agent(ScriptedChatModel(["x"]), required_variables=["name"])
+    assert "required_variables is provided but neither" in caplog.text
+    assert agent.run("hi")["last_message"].text == "x"
+
+
+def test_prompt_block_roles_and_syntax_errors_as_haystack() -> None:
+    import jinja2
+
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        create_agent(ScriptedChatModel(["x"]),
+                     system_prompt="{% message role='system' %}Incomplete.")
+    with pytest.raises(ValueError, match="system_prompt message block must have role 'system'"):
+        create_agent(ScriptedChatModel(["x"]),
+                     system_prompt='{% message role="user" %}u{% endmessage %}')
+    with pytest.raises(ValueError, match="user_prompt message block must have role 'user'"):
+        create_agent(ScriptedChatModel(["x"]),
+                     user_prompt='{% message role="system" %}s{% endmessage %}')
+    agent = create_agent(ScriptedChatModel(["x"]),
+                         user_prompt="{% message role=role_name %}Q: {{ q }}{% endmessage %}")
+    with pytest.raises(ValueError, match="user_prompt must render to a user message"):
+        agent.run(messages=[], role_name="assistant", q="snow?")
+    assert agent.run(messages=[], role_name="user", q="snow?")["messages"][0].text == "Q: snow?"
 
 
 def test_variable_colliding_with_user_state_key() -> None:

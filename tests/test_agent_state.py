@@ -57,8 +57,12 @@ def test_get_has_data_and_unknown_keys() -> None:
     assert state.data == {"count": 5}
     with pytest.raises(ValueError, match="nope"):
         state.set("nope", 1)
+    # as Haystack's State: initial data is taken as given (a key outside the schema is
+    # kept and readable); only set() checks keys
+    loose = State(SCHEMA, {"nope": 1})
+    assert loose.get("nope") == 1
     with pytest.raises(ValueError, match="nope"):
-        State(SCHEMA, {"nope": 1})
+        loose.set("nope", 2)
 
 
 def test_changes_record_sets_since_creation_only() -> None:

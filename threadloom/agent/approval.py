@@ -37,13 +37,18 @@ def _last_ai(messages: list[Any]) -> tuple[int, Any] | None:
     return None
 
 
+def _live(state: State | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The values themselves (``State.get`` returns copies; these are only read)."""
+    return state.data if isinstance(state, State) else state
+
+
 def pending_tool_calls(state: State | Mapping[str, Any]) -> list[dict[str, Any]]:
     """The last AI message's tool calls that have no result yet, in call order.
 
     Calls the agent answered before hooks run (unknown tools, invalid arguments) are not
     pending.
     """
-    messages = list(state.get("messages") or [])
+    messages = list(_live(state).get("messages") or [])
     found = _last_ai(messages)
     if found is None:
         return []
@@ -82,7 +87,7 @@ def _edit(state: State, calls: list[dict[str, Any]], edits: Any) -> None:
         per_call = {calls[0]["id"]: dict(edits)}
     else:
         raise ValueError(f"edit must map pending call ids {sorted(ids)} to new arguments")
-    messages = list(state.get("messages") or [])
+    messages = list(_live(state).get("messages") or [])
     found = _last_ai(messages)
     if found is None:
         raise ValueError("edit: there is no assistant message with tool calls")

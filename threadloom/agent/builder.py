@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
+from threadloom.agent.agent_prompts import Prompts
 from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, hook_schema
 from threadloom.agent.arguments import check_model, hooks_of, takes_tools, tools_of
 from threadloom.agent.exit import (
@@ -32,7 +33,7 @@ from threadloom.agent.exit import (
 from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
-from threadloom.agent.requests import Prompts, RunOptions
+from threadloom.agent.requests import RunOptions
 from threadloom.agent.schemas import build_schemas
 from threadloom.agent.streams import QuietSteps, default_mode
 from threadloom.agent.structured import resolve_strategy
@@ -141,7 +142,7 @@ def create_agent(
     return_direct = [t.name for t in tool_list if t.return_direct]
     rules = make_rules(exit_conditions, set(by_name), return_direct, max_agent_steps)
     prompts = Prompts(system_prompt, user_prompt, required_variables, render_budget)
-    schemas = build_schemas(state_schema, sorted(prompts.variables), strategy,
+    schemas = build_schemas(state_schema, prompts.sources(), strategy,
                             [getattr(m, "state_schema", None) for m in middleware or ()])
     hook_map, model_wrappers, tool_wrappers = hooks_of(hooks, middleware)
     bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),

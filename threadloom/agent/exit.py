@@ -15,6 +15,7 @@ Haystack semantics, with its reported gaps closed:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ TEXT = "text"
 MAX_STEPS = "max_agent_steps"
 JUMP_END = "jump_to_end"
 FINISH_EXITS = ("length", "content_filter")
+_LOG = logging.getLogger("threadloom.agent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,22 +56,26 @@ def make_rules(
 ) -> ExitRules:
     """Check ``exit_conditions`` against the tools and build the rules.
 
+    A condition naming no configured tool is kept (it applies to a tool given at run time).
+
     Raises:
-        ValueError: an unknown condition (neither ``"text"`` nor a tool name), or
-            ``max_steps`` below 1.
+        ValueError: ``exit_conditions`` a string, or ``max_steps`` below 1.
     """
     conditions = list(exit_conditions) if exit_conditions is not None else [TEXT]
     if isinstance(exit_conditions, str):
         raise ValueError(f"exit_conditions must be a list, got the string {exit_conditions!r}")
-    unknown = [c for c in conditions if c != TEXT and c not in tool_names]
-    if unknown:
-        raise ValueError(
-            f"exit_conditions {unknown} are neither 'text' nor a tool name; tools: "
-            f"{sorted(tool_names) or '(none)'}")
+    # A name that is no configured tool is kept, as Haystack keeps it: the tool may be
+    # given at run time (``agent.invoke(..., tools=[...])``).
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_agent_steps must be a positive int, got {max_steps!r}")
     tools = frozenset(c for c in conditions if c != TEXT) | frozenset(return_direct)
     return ExitRules(TEXT in conditions, tools, max_steps, tuple(conditions))
+
+
+def max_steps_reached(max_steps: int) -> str:
+    """Log (warning) that a run used all ``max_agent_steps``; return ``MAX_STEPS``."""
+    _LOG.warning("Agent reached maximum agent steps (%d) before an exit condition", max_steps)
+    return MAX_STEPS
 
 
 def reply_exit(message: AIMessage, rules: ExitRules) -> str | None:
@@ -190,6 +196,7 @@ def after_exit_check(state: dict[str, Any]) -> str:
 
 __all__ = [
     "JUMP_NODES", "after_before_run", "after_exit_check", "after_model", "tools_route",
-    "jump", "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules", "last_exit", "make_rules",
+    "jump", "max_steps_reached", "FINISH_EXITS", "JUMP_END", "MAX_STEPS", "TEXT", "ExitRules",
+    "last_exit", "make_rules",
     "reply_exit", "tools_exit",
 ]

@@ -1,6 +1,7 @@
 """The agent's lifecycle (Haystack's component contract): ``warm_up``, ``close`` and their
 async twins, over the model, the tools and the hooks; and Haystack's attribute names
-(``system_prompt``, ``user_prompt``, ``exit_conditions``, ``max_agent_steps``).
+(``system_prompt``, ``user_prompt``, ``exit_conditions``, ``state_schema``,
+``max_agent_steps``).
 
 Each method calls the same-named method of every object that has one, once per object
 (a hook given for two points is warmed once). The async twins prefer an object's
@@ -37,6 +38,11 @@ class AgentLifecycle:
     def exit_conditions(self) -> list[str]:
         """The exit conditions (default ``["text"]``)."""
         return list(self.agent_nodes.rules.names)
+
+    @property
+    def state_schema(self) -> Any:
+        """The ``state_schema`` given to ``create_agent`` (None when none was)."""
+        return self.config.get("state_schema")
 
     @property
     def max_agent_steps(self) -> int:

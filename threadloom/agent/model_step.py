@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update, sum_usage
-from threadloom.agent.exit import FINISH_EXITS, JUMP_END, MAX_STEPS, jump
+from threadloom.agent.exit import FINISH_EXITS, JUMP_END, jump, max_steps_reached
 from threadloom.agent.requests import (
     ModelRequest,
     RunOptions,
@@ -222,7 +224,7 @@ class ModelStep:
             return jump(update, "end")
         steps = (state.get("step_count") or 0) + update.get("step_count", 0)
         if steps >= nodes.rules.max_steps:
-            update["exit_reason"] = MAX_STEPS
+            update["exit_reason"] = max_steps_reached(nodes.rules.max_steps)
             messages = answer_pending(messages, "the run reached max_agent_steps")
             update["messages"] = messages_update(stored, messages)
             return jump(update, "end")
@@ -329,6 +331,7 @@ class ModelStep:
                                        response_format=response_format, **kwargs)
         from threadloom.models.tool_calls import ChunkAccumulator
 
+        _warn_if_blocking(callback)
         acc = ChunkAccumulator.for_model(model)
         async for chunk in model.astream(messages, tools=tools or None, tool_choice=tool_choice,
                                          response_format=response_format, **kwargs):
@@ -337,6 +340,28 @@ class ModelStep:
                 await result
             acc.add(chunk)
         return acc.result()
+
+
+def _warn_if_blocking(callback: Any) -> None:
+    """Warn (once per callback) that a sync ``streaming_callback`` in an async run runs on
+    the event loop and may block it (as Haystack warns)."""
+    if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
+            type(callback).__call__):
+        return
+    task = current_task()
+    if task is not None and not task.blocking_ok:
+        try:
+            if callback in _WARNED:
+                return
+            _WARNED.add(callback)
+        except TypeError:  # not weakly referable: warned at every call
+            pass
+        _LOG.warning("A sync streaming callback is used in an async run: it runs on the event "
+                     "loop and may block it; pass an async callback")
+
+
+_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()
+_LOG = logging.getLogger("threadloom.agent")
 
 
 def _final_text(reply: AIMessage) -> bool:

@@ -21,10 +21,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from threadloom.agent.agent_prompts import Prompts
 from threadloom.agent.agent_state import Control, HookBridge, add_delta, messages_update
-from threadloom.agent.exit import JUMP_END, MAX_STEPS, ExitRules, jump, last_exit
+from threadloom.agent.exit import (
+    JUMP_END,
+    ExitRules,
+    jump,
+    last_exit,
+    max_steps_reached,
+)
 from threadloom.agent.hooks import run_hooks
-from threadloom.agent.requests import Prompts, answer_pending, run_options
+from threadloom.agent.requests import answer_pending, run_options
 from threadloom.agent.structured import STRUCTURED_EXIT, Strategy
 from threadloom.messages import BaseMessage
 from threadloom.types import Command
@@ -66,7 +73,7 @@ class HookRunner:
             data["tool_call_counts"] = {**{t.name: 0 for t in tools}, **counts}
         await run_hooks(point, self.hooks[point], state, context)
         update, control = self.bridge.updates(state, values)
-        return update, control, state.get("messages"), state.data
+        return update, control, state.data.get("messages"), state.data
 
 
 class AgentNodes:
@@ -113,7 +120,8 @@ class AgentNodes:
 
     async def before_run(self, state: dict[str, Any]) -> Any:
         """Reset the run's counters, render the user prompt, run ``before_run`` hooks."""
-        update: dict[str, Any] = {"exit_reason": None}
+        # context_tokens: no model call yet in this run (Haystack starts it at 0)
+        update: dict[str, Any] = {"exit_reason": None, "context_tokens": 0}
         if self.strategy is not None:
             update["structured_response"] = None
         for key, default in self.defaults.items():
@@ -185,7 +193,7 @@ class AgentNodes:
                 if stop is not None:
                     update["stop_run"] = stop  # the next model call will not happen
                 return update
-            reason = MAX_STEPS
+            reason = max_steps_reached(self.rules.max_steps)
         update["exit_reason"] = reason
         return update
 

@@ -15,10 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from threadloom.agent.prompt_budget import budget_kwargs, explained
 from threadloom.engine.runtime import current_task
 from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
-from threadloom.prompts import ChatPromptTemplate
 
 SKIPPED = "Error: tool call {name!r} was not run: {why}."
 MISSING_RESULT = (
@@ -166,84 +164,6 @@ def request_messages(
     return messages
 
 
-class Prompts:
-    """The agent's ``system_prompt`` / ``user_prompt`` templates and their variables.
-
-    Args:
-        system_prompt: Jinja2 text (or None); rendered per request, never stored.
-        user_prompt: Jinja2 text (or None); rendered once per run, appended after the
-            messages passed in.
-        required_variables: ``"*"``, None or a list of names (each must be a variable of
-            one of the templates).
-
-    Raises:
-        ValueError: a required name used by neither template.
-        PromptTemplateError / SecurityError: a template that is invalid or unsafe.
-    """
-
-    def __init__(self, system_prompt: Any, user_prompt: Any, required_variables: Any,
-                 render_budget: Any = None) -> None:
-        system_text = getattr(system_prompt, "text", system_prompt)
-        user_text = getattr(user_prompt, "text", user_prompt)
-        budget = budget_kwargs(render_budget)
-        self.system = _template(system_text, "system", required_variables, budget)
-        self.user = _template(user_text, "user", required_variables, budget)
-        names = [t.variables for t in (self.system, self.user) if t is not None]
-        self.variables: frozenset[str] = frozenset().union(*names)
-        if isinstance(required_variables, list | tuple | set | frozenset):
-            unknown = sorted(set(required_variables) - self.variables)
-            if unknown:
-                raise ValueError(f"required_variables {unknown} are not variables of "
-                                 f"system_prompt/user_prompt: {sorted(self.variables)}")
-        self.static_system = (self.system.render().strip() or None) if (
-            self.system is not None and not self.system.variables) else None
-        self._cache: dict[Any, str | None] = {}
-
-    def values(self, state: Any) -> dict[str, Any]:
-        """The template variables present in ``state``."""
-        return {name: state[name] for name in self.variables if name in state}
-
-    def system_text(self, values: dict[str, Any]) -> str | None:
-        """The rendered system prompt (cached per variable values), or None."""
-        if self.system is None:
-            return None
-        if not self.system.variables:
-            return self.static_system
-        try:
-            key: Any = tuple(sorted(values.items()))
-            hash(key)
-        except TypeError:
-            key = None
-        if key is not None and key in self._cache:
-            return self._cache[key]
-        with explained():
-            text = self.system.render(**values).strip() or None
-        if key is not None:
-            if len(self._cache) > 128:
-                self._cache.clear()
-            self._cache[key] = text
-        return text
-
-    def user_messages(self, values: dict[str, Any]) -> list[BaseMessage]:
-        """The rendered user prompt's messages (empty without a user prompt)."""
-        with explained():
-            return self.user.render_messages(**values) if self.user is not None else []
-
-
-def _template(text: Any, role: str, required: Any,
-              budget: dict[str, Any]) -> ChatPromptTemplate | None:
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        raise TypeError(f"{role}_prompt must be a str, got {type(text).__name__}")
-    template = ChatPromptTemplate(text, default_role=role)
-    if required == "*" or required is None:
-        chosen = required
-    else:
-        chosen = [n for n in required if n in template.variables]
-    return ChatPromptTemplate(text, required_variables=chosen, default_role=role, **budget)
-
-
 def _calls_of(message: AIMessage) -> list[tuple[str, str]]:
     calls = [(c.get("id") or "", c.get("name") or "") for c in message.tool_calls]
     calls += [(c.get("id") or "", c.get("name") or "") for c in message.invalid_tool_calls]
@@ -386,7 +306,7 @@ def check_tool_pairs(messages: Sequence[BaseMessage]) -> list[str]:
 
 
 __all__ = [
-    "MISSING_RESULT", "NO_OPTIONS", "SKIPPED", "ModelRequest", "Prompts", "RunOptions",
+    "MISSING_RESULT", "NO_OPTIONS", "SKIPPED", "ModelRequest", "RunOptions",
     "ToolCallRequest", "answer_pending", "check_tool_pairs", "missing_result",
     "repair_tool_pairs", "request_messages", "run_options", "system_message",
 ]

@@ -67,7 +67,8 @@ def _user_fields(schema: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return fields, entries, defaults
 
 
-def build_schemas(state_schema: Any, variables: list[str], strategy: Any,
+def build_schemas(state_schema: Any, variables: Sequence[str] | Mapping[str, str],
+                  strategy: Any,
                   middleware_schemas: Sequence[Any] = ()) -> Schemas:
     """Build the agent's state and output TypedDicts.
 
@@ -96,11 +97,13 @@ def build_schemas(state_schema: Any, variables: list[str], strategy: Any,
     if clash:
         raise ValueError(f"state_schema keys {clash} are agent node names; rename them")
     taken = set(fields) | set(user) | RUN_ARGUMENTS | RESERVED_KEYS
-    collide = sorted(set(variables) & taken)
-    if collide:
-        raise ValueError(
-            f"template variable(s) {collide} collide with a state key or run argument; "
-            "rename them in system_prompt/user_prompt")
+    for name in sorted(set(variables) & taken):
+        where = variables.get(name) if isinstance(variables, Mapping) else None
+        source = where or "system_prompt/user_prompt"
+        what = ("conflicts with input names in the run method" if name in RUN_ARGUMENTS
+                else "is already defined in the state schema")
+        raise ValueError(f"Variable {name!r} from {source} {what}. Rename the variable or "
+                         "remove it from the prompt to avoid the conflict.")
     if strategy is not None:
         fields["structured_response"] = strategy.schema | None
     fields.update(user)

@@ -34,6 +34,8 @@ from threadloom.agent.hooks import normalize_hooks
 from threadloom.agent.serialize_refs import (
     import_path,
     load_path,
+    tool_from_data,
+    tool_to_data,
     type_from_data,
     type_to_data,
 )
@@ -71,12 +73,6 @@ def _is_class(obj: Any) -> bool:
 
 def _is_function(obj: Any) -> bool:
     return inspect.isfunction(obj) or inspect.ismethod(obj)
-
-
-def _is_tool(obj: Any) -> bool:
-    from threadloom.tools import Tool
-
-    return isinstance(obj, Tool) or _is_function(obj)
 
 
 def _is_model_class(obj: Any) -> bool:
@@ -164,6 +160,10 @@ def model_from_dict(data: Mapping[str, Any], allowed_modules: Iterable[str]) -> 
     cls = _load(data.get("type"), allowed_modules, "model", _is_model_class,
                 "a chat model class (BaseChatModel, or a class with from_dict)")
     params = {k: _from_env(v, k) for k, v in dict(data.get("init_parameters") or {}).items()}
+    from threadloom.agent.generator import ChatGeneratorModel
+
+    if isinstance(cls, type) and issubclass(cls, ChatGeneratorModel):
+        return cls.load(params, allowed_modules)
     if callable(getattr(cls, "from_dict", None)):
         return cls.from_dict(dict(data))
     if isinstance(cls, type) and issubclass(cls, ScriptedChatModel):
@@ -274,7 +274,7 @@ def agent_to_dict(agent: Any, *, api_key_env: str | None = None) -> dict[str, An
     fmt = cfg.get("response_format")
     params: dict[str, Any] = {
         "model": model_to_dict(cfg["model"], api_key_env=api_key_env),
-        "tools": _paths(cfg.get("tools"), "tool"),
+        "tools": [tool_to_data(t) for t in cfg.get("tools") or ()],
         "system_prompt": cfg.get("system_prompt"),
         "user_prompt": cfg.get("user_prompt"),
         "required_variables": cfg.get("required_variables"),
@@ -336,8 +336,7 @@ def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] =
     model = overrides.pop("model", None) or model_from_dict(p["model"], allowed)
     tools = overrides.pop("tools", None)
     if tools is None:
-        tools = [_load(t, allowed, "tool", _is_tool, "a Tool or a function")
-                 for t in p.get("tools") or ()]
+        tools = [tool_from_data(t, allowed) for t in p.get("tools") or ()]
     kwargs.update(overrides)
     return create_agent(model, tools, **kwargs)
 

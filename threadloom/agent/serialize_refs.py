@@ -12,6 +12,7 @@ Nothing is evaluated or unpickled.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import types
 import typing
@@ -157,7 +158,58 @@ def type_from_data(data: Any, allowed_modules: Iterable[str]) -> Any:
     return found
 
 
+
+def tool_to_data(tool: Any) -> str | dict[str, Any]:
+    """A tool as data: the import path of a module-level ``@tool`` object or function, else
+    (a ``Tool(name, description, func=...)`` built in code, as Haystack's ``Tool``)
+    ``{"type": "threadloom.tools:Tool", "init_parameters": {name, description, func and/or
+    coroutine paths, return_direct}}``.
+
+    Raises:
+        SerializationError: neither works (a lambda, or a tool given an ``args_schema``).
+    """
+    try:
+        return import_path(tool, "tool")
+    except SerializationError:
+        model = getattr(tool, "args_model", None)
+        if not (hasattr(tool, "func") and hasattr(tool, "coroutine")) or getattr(
+                model, "__name__", None) != f"{tool.name}_args":
+            raise
+    params: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                              "return_direct": tool.return_direct}
+    for key in ("func", "coroutine"):
+        fn = getattr(tool, key)
+        if fn is not None:
+            params[key] = import_path(fn, f"tool {tool.name!r} {key}")
+    return {"type": "threadloom.tools:Tool", "init_parameters": params}
+
+
+def tool_from_data(item: Any, allowed_modules: Iterable[str]) -> Any:
+    """The tool ``tool_to_data`` wrote (functions imported only from allowed modules).
+
+    Raises:
+        SecurityError / SerializationError: see ``load_path``; a dict of another type.
+    """
+    from threadloom.tools import Tool
+
+    if not isinstance(item, Mapping):
+        obj = load_path(item, allowed_modules, "tool")
+        if not (isinstance(obj, Tool) or inspect.isfunction(obj)):
+            raise SecurityError(f"tool: {item!r} is not a Tool or a function")
+        return obj
+    if item.get("type") != "threadloom.tools:Tool":
+        raise SerializationError(f"tool: expected type 'threadloom.tools:Tool', got "
+                                 f"{item.get('type')!r}")
+    params = dict(item.get("init_parameters") or {})
+    for key in ("func", "coroutine"):
+        if params.get(key) is not None:
+            fn = load_path(params[key], allowed_modules, f"tool {key}")
+            if not inspect.isfunction(fn):
+                raise SecurityError(f"tool {key}: {params[key]!r} is not a function")
+            params[key] = fn
+    return Tool(**params)
+
 __all__ = [
-    "ALWAYS_ALLOWED", "TYPE_MODULES", "import_path", "load_path", "type_from_data",
-    "type_to_data",
+    "ALWAYS_ALLOWED", "TYPE_MODULES", "import_path", "load_path", "tool_from_data",
+    "tool_to_data", "type_from_data", "type_to_data",
 ]

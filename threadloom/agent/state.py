@@ -26,6 +26,8 @@ RESERVED_KEYS = frozenset({
 })
 """State keys the agent owns; a user ``state_schema`` may not redefine them."""
 
+_ATOMIC = frozenset({str, int, float, bool, bytes})
+
 _KNOWN_HANDLERS: dict[str, Handler] = {
     "merge_lists": merge_lists,
     "replace_values": replace_values,
@@ -52,6 +54,25 @@ def default_handler(key: str, tp: Any) -> Handler:
     return merge_lists if _is_list_type(tp) else replace_values
 
 
+def is_valid_type(tp: Any) -> bool:
+    """Whether ``tp`` can be a State schema ``type``: a class (``str``, a dataclass, a
+    generic class), ``Any``, or a parametrized type (``list[int]``, ``dict[str, X]``,
+    ``X | None``, ``Optional[X]``). Not a string, an instance, a function or bare ``Union``.
+    """
+    return isinstance(tp, type) or tp is Any or typing.get_origin(tp) is not None
+
+
+def validate_schema(schema: Mapping[str, Any]) -> None:
+    """Check a State schema as ``State(schema)`` does, without building a ``State``.
+
+    Raises:
+        ValueError: an entry without ``type``, a ``type`` that is no type
+            (``is_valid_type``), a ``handler`` that is not callable or None, or
+            ``messages`` typed as anything but a list of messages.
+    """
+    _normalize_schema(schema)
+
+
 def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(schema, Mapping):
         raise TypeError(f"State schema must be a dict, got {type(schema).__name__}")
@@ -60,17 +81,21 @@ def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if not isinstance(key, str) or not key:
             raise ValueError(f"State schema keys must be non-empty strings, got {key!r}")
         if not isinstance(entry, Mapping) or "type" not in entry:
-            raise ValueError(f"State schema entry {key!r} must be a dict with a 'type' key")
+            raise ValueError(f"State schema entry {key!r} is missing a 'type' entry (each "
+                             "entry is a dict with a 'type' key)")
         unknown = set(entry) - {"type", "handler"}
         if unknown:
             raise ValueError(f"State schema entry {key!r} has unknown field(s) {sorted(unknown)}")
         _check_type(key, entry["type"])
         handler = entry.get("handler") or default_handler(key, entry["type"])
         if not callable(handler):
-            raise ValueError(f"State schema entry {key!r}: handler {handler!r} is not callable")
+            raise ValueError(f"State schema entry {key!r}: 'handler' must be callable or None, "
+                             f"got {handler!r}")
         result[key] = {"type": entry["type"], "handler": handler}
     if "messages" not in result:
-        result["messages"] = {"type": list, "handler": add_messages}
+        from threadloom.messages import BaseMessage
+
+        result["messages"] = {"type": list[BaseMessage], "handler": add_messages}
     return result
 
 
@@ -82,7 +107,7 @@ def _check_type(key: str, tp: Any) -> None:
     if isinstance(tp, str):
         raise ValueError(f"State schema entry {key!r}: 'type' must be a Python type, got the "
                          f"string {tp!r} (write {tp} without quotes)")
-    if not (isinstance(tp, type) or tp is Any or typing.get_origin(tp) is not None):
+    if not is_valid_type(tp):
         raise ValueError(f"State schema entry {key!r}: 'type' must be a Python type, got {tp!r}")
     if key != "messages":
         return
@@ -109,18 +134,26 @@ class State:
         data: initial values, stored as given (not merged, not recorded as changes).
 
     Raises:
-        ValueError: a malformed schema entry, or ``data`` naming a key outside the schema.
+        ValueError: a malformed schema entry (``data`` is taken as given, as Haystack's:
+            a key outside the schema is kept, and only ``set`` checks keys).
     """
 
     __slots__ = ("_changed", "_data", "_schema")
+    __threadloom_injection__ = "live_state"  # a tool parameter typed State receives one
+
+    @classmethod
+    def over(cls, values: Mapping[str, Any] | None) -> State:
+        """A ``State`` over a copy of ``values`` (a graph state dict), every key typed
+        ``Any``: what a tool parameter typed ``State`` gets when the engine has no
+        ``State`` to give; the tool's ``set`` calls are written back as a state update."""
+        data = dict(values) if isinstance(values, Mapping) else dict(vars(values or {}))
+        return cls({k: {"type": Any} for k in data if k != "messages"}, data)
 
     def __init__(self, schema: Mapping[str, Any], data: Mapping[str, Any] | None = None) -> None:
         self._schema = _normalize_schema(schema)
         self._data: dict[str, Any] = {}
         self._changed: dict[str, None] = {}
-        for key, value in (data or {}).items():
-            self._require_key(key)
-            self._data[key] = value
+        self._data.update(data or {})  # as Haystack's: data keys are not checked
 
     def _require_key(self, key: str) -> None:
         if key not in self._schema:
@@ -138,8 +171,16 @@ class State:
         return self._data
 
     def get(self, key: str, default: Any = None) -> Any:
-        """Return the value of ``key``, or ``default`` when it has none."""
-        return self._data.get(key, default)
+        """A deep copy of the value of ``key`` (or of ``default``), as Haystack's: changing
+        it changes nothing until ``set``. A value that cannot be copied (a connection in
+        ``hook_context``) is returned as it is; ``data[key]`` is always the live value."""
+        value = self._data.get(key, default)
+        if value is None or type(value) in _ATOMIC:
+            return value
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - an uncopyable object is returned live
+            return value
 
     def has(self, key: str) -> bool:
         """Whether ``key`` has a value."""
@@ -266,10 +307,12 @@ def validate_user_schema(schema: Any, *, inherited: Mapping[str, Any] | None = N
     for key in sorted(declared):
         if key in RESERVED_KEYS and not (key in inherited and declared[key] == inherited[key]):
             raise ValueError(
-                f"state_schema redefines reserved key {key!r}; reserved keys: "
+                f"state_schema redefines key {key!r}, which is reserved for Agent internal "
+                f"state; reserved keys: "
                 f"{', '.join(sorted(RESERVED_KEYS))}")
 
 
 __all__ = [
-    "RESERVED_KEYS", "Handler", "State", "default_handler", "validate_user_schema",
+    "RESERVED_KEYS", "Handler", "State", "default_handler", "is_valid_type", "validate_schema",
+    "validate_user_schema",
 ]

@@ -12,7 +12,8 @@ This package only re-exports; the code lives in:
 - ``types``: the message classes, ``UsageMetadata`` and chunk arithmetic
   (``construct_unchecked``, ``add_usage``);
 - ``coerce``: message-likes -> messages, and ``message_to_dict``/``message_from_dict``;
-- ``wire``: the OpenAI request/response message format.
+- ``wire``: the OpenAI request/response message format;
+- ``spellings``: Haystack's ``ChatMessage`` names (``is_from``, ``tool_call_result``...).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from threadloom.messages.records import (
     new_tool_call_id,
     parse_tool_args,
 )
+from threadloom.messages.spellings import ChatRole, ToolCallResult, ToolCallView
 from threadloom.messages.types import _DEVELOPER_FLAG as _DEVELOPER_FLAG
 from threadloom.messages.types import _M as _M
 from threadloom.messages.types import _ROLE_CLASSES as _ROLE_CLASSES
@@ -72,12 +74,15 @@ __all__ = [
     "AIMessageChunk",
     "AnyMessage",
     "BaseMessage",
+    "ChatRole",
     "HumanMessage",
     "InvalidToolCall",
     "RemoveMessage",
     "SystemMessage",
     "ToolCall",
     "ToolCallChunk",
+    "ToolCallResult",
+    "ToolCallView",
     "ToolMessage",
     "UsageMetadata",
     "add_usage",

@@ -20,6 +20,7 @@ from threadloom.messages.records import (
     ToolCallChunk,
     make_tool_call,
 )
+from threadloom.messages.spellings import HaystackSpellings
 
 REMOVE_ALL_MESSAGES = "__remove_all__"
 """Id of a ``RemoveMessage`` that clears the whole history (as in LangGraph)."""
@@ -40,7 +41,7 @@ class UsageMetadata(TypedDict):
     output_token_details: NotRequired[dict[str, int]]
 
 
-class BaseMessage(BaseModel):
+class BaseMessage(HaystackSpellings, BaseModel):
     """Base of every message.
 
     Args:

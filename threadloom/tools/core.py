@@ -18,7 +18,12 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from threadloom.errors import ToolError
-from threadloom.tools.markers import _injected_value, _pack
+from threadloom.tools.markers import (
+    InjectedLiveState,
+    _injected_value,
+    _pack,
+    live_state_writes,
+)
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 from threadloom.workers import to_worker
 
@@ -83,6 +88,7 @@ class Tool:
             name, impl, param_docs, args_schema
         )
         self._schema: dict[str, Any] | None = None
+        self._live = [p for p, m in self._injected.items() if isinstance(m, InjectedLiveState)]
         # (the model it was made for, (parameter, exact type) per field) or None
         self._plain: _PlainPlan | None = (
             _plain_fields(self.args_model, self._field_names)
@@ -218,7 +224,8 @@ class Tool:
         validated = self.parse_args(args)
         kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
         if self.func is not None:
-            return self.func(**kwargs)
+            result = self.func(**kwargs)
+            return self._writes(result, kwargs, state, tool_call_id) if self._live else result
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -265,10 +272,12 @@ class Tool:
         """
         kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
         if self.coroutine is not None:
-            return await self.coroutine(**kwargs)
-        if inline:
-            return self.func(**kwargs)  # type: ignore[misc]
-        return await to_worker(self.func, **kwargs)  # type: ignore[arg-type]
+            result = await self.coroutine(**kwargs)
+        elif inline:
+            result = self.func(**kwargs)  # type: ignore[misc]
+        else:
+            result = await to_worker(self.func, **kwargs)  # type: ignore[arg-type]
+        return self._writes(result, kwargs, state, tool_call_id) if self._live else result
 
     def run_inline(self, validated: BaseModel, *, state: Any = None,
                    tool_call_id: str | None = None, config: dict[str, Any] | None = None,
@@ -280,8 +289,13 @@ class Tool:
         """
         if self.func is None:
             raise TypeError(f"tool {self.name!r} is async-only; use arun_validated")
-        return self.func(**self._call_kwargs(validated, state, tool_call_id, config,
-                                             idempotency_key))
+        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
+        result = self.func(**kwargs)
+        return self._writes(result, kwargs, state, tool_call_id) if self._live else result
+
+    def _writes(self, result: Any, kwargs: dict[str, Any], state: Any, call_id: Any) -> Any:
+        return live_state_writes(result, [kwargs.get(p) for p in self._live], state,
+                                 call_id, self.name, format_tool_output)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, without validation or injection."""

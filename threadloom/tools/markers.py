@@ -51,7 +51,32 @@ class InjectedIdempotencyKey:
     """
 
 
+class InjectedLiveState:
+    """The marker of a parameter typed with a class that says ``__threadloom_injection__
+    = "live_state"`` (the agent's ``State``, as Haystack: ``def tool(x: str, state: State)``,
+    ``State | None`` or the string ``"State"``): it receives a live state object, the
+    engine's own when it passes one, else ``cls.over(state_dict)``.
+
+    Args:
+        cls: the annotated class.
+    """
+
+    def __init__(self, cls: Any) -> None:
+        self.cls = cls
+
+    def __repr__(self) -> str:
+        return f"InjectedLiveState({self.cls.__name__})"
+
+
 _MARKERS = (InjectedState, InjectedToolCallId, InjectedConfig, InjectedIdempotencyKey)
+
+
+def _live_state_class(annotation: Any) -> Any:
+    """The class of a live-state annotation (also inside ``X | None``), or None."""
+    for item in (annotation, *get_args(annotation)):
+        if getattr(item, "__threadloom_injection__", None) == "live_state":
+            return item
+    return None
 
 
 def _injection(name: str, annotation: Any) -> Any:
@@ -64,6 +89,9 @@ def _injection(name: str, annotation: Any) -> Any:
             return item
         if getattr(item, "__name__", "") == "RunnableConfig":
             return InjectedConfig
+        live = _live_state_class(item)
+        if live is not None:
+            return InjectedLiveState(live)
     return InjectedConfig if name == "config" else None
 
 
@@ -85,12 +113,31 @@ def _injected_value(marker: Any, injections: dict[str, Any]) -> Any:
     if marker is InjectedIdempotencyKey or isinstance(marker, InjectedIdempotencyKey):
         return injections["idempotency_key"]
     state = injections["state"]
+    if isinstance(marker, InjectedLiveState):
+        return state if isinstance(state, marker.cls) else marker.cls.over(state)
     field = marker.field if isinstance(marker, InjectedState) else None
     if field is None or state is None:
         return state
     if isinstance(state, dict):
         return state.get(field)
     return getattr(state, field, None)
+
+
+def live_state_writes(result: Any, lives: list[Any], state: Any, call_id: Any, name: str,
+                      fmt: Any) -> Any:
+    """``result``, or a ``Command`` of what a tool ``set`` on the live states it was given
+    over the engine's state dict (``lives``; one the caller passed in itself is left
+    alone), with the call's ``ToolMessage`` (``fmt(result)`` as its text)."""
+    changes: dict[str, Any] = {}
+    for live in lives:
+        if live is not None and live is not state:
+            changes.update(live.changes())
+    if not changes or isinstance(result, Command):
+        return result
+    from threadloom.messages import ToolMessage
+
+    message = ToolMessage(fmt(result), tool_call_id=call_id or "", name=name)
+    return Command(update={**changes, "messages": [*changes.get("messages", ()), message]})
 
 
 def state_update_of(value: dict[Any, Any], selected: Any,
@@ -114,6 +161,7 @@ def state_update_of(value: dict[Any, Any], selected: Any,
 
 
 __all__ = [
-    "InjectedConfig", "InjectedIdempotencyKey", "InjectedState", "InjectedToolCallId",
+    "InjectedConfig", "InjectedIdempotencyKey", "InjectedLiveState", "InjectedState",
+    "InjectedToolCallId",
     "state_update_of",
 ]
