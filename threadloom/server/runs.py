@@ -24,7 +24,7 @@ from typing import Any
 from threadloom.server.assistants_store import Assistants
 from threadloom.server.db import Tx
 from threadloom.server.eventlog import EventLog
-from threadloom.server.executor import Executor, Outcome, RunJob
+from threadloom.server.executor import Executor, Outcome, RunJob, describe_error
 from threadloom.server.graphs import Assistant
 from threadloom.server.http import ApiError, not_found
 from threadloom.server.queue import RunQueue
@@ -142,10 +142,11 @@ class RunManager:
             raise not_found("Assistant", body.assistant_id)
         if body.input is not None and body.command is not None:
             raise ApiError(422, "input and command: give one of them, not both")
-        temporary = thread_id is None
+        _check_interrupt_nodes(assistant, body)
+        temporary = thread_id is None and body.on_completion != "keep"
         if thread_id is None:
-            thread_id = str(Threads.create_tx(tx, owner, None, None, temporary=(
-                body.on_completion != "keep"))[0]["thread_id"])
+            thread_id = str(Threads.create_tx(tx, owner, None, None,
+                                              temporary=temporary)[0]["thread_id"])
         marks = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
         if Threads.claim_tx(tx, owner, thread_id, marks) is None:
             if body.if_not_exists != "create" or tx.execute(
@@ -196,6 +197,8 @@ class RunManager:
             if action is None:
                 raise  # the server is stopping: the run stays "running", recovered later
             await self._cancelled(job, action, before)
+        except Exception as exc:  # the bookkeeping failed: the run must still end
+            await self._failed(job, exc)
         finally:
             self._jobs.pop(run_id, None)
             self.log.close(run_id)
@@ -216,6 +219,21 @@ class RunManager:
         await self.threads.set_state(thread_id, status=outcome.thread_status,
                                      values=outcome.values, interrupts=outcome.interrupts,
                                      error=outcome.error)
+
+    async def _failed(self, job: RunJob, exc: Exception) -> None:
+        """End a run whose bookkeeping raised (not its graph: ``execute`` catches that)
+        as ``error``, with its ``error`` event, and free its thread."""
+        error = describe_error(exc)
+        with contextlib.suppress(Exception):
+            self.log.append(job.run["run_id"], "error", dumps(error))
+        try:
+            await self._finish(job, Outcome("error", {"__error__": error}, "error",
+                                            error=error))
+        except Exception:
+            await self.runs.set_status(job.run["run_id"], "error", {"__error__": error},
+                                       has_output=True)
+            await self.threads.set_state(job.run["thread_id"], status="error",
+                                         state_changed=False)
 
     async def _cancelled(self, job: RunJob, action: str, before: str | None) -> None:
         run_id, thread_id = job.run["run_id"], job.run["thread_id"]
@@ -328,6 +346,19 @@ class RunManager:
     async def close(self) -> None:
         """Stop every run (they stay ``running`` and are recovered at the next start)."""
         await self.queue.close()
+
+
+def _check_interrupt_nodes(assistant: Assistant, body: RunCreate) -> None:
+    """422 naming a node of ``interrupt_before``/``interrupt_after`` the graph lacks."""
+    nodes = assistant.graph.nodes
+    for field in ("interrupt_before", "interrupt_after"):
+        names = getattr(body, field)
+        if isinstance(names, list):
+            unknown = [n for n in names if n not in nodes]
+            if unknown:
+                raise ApiError(422, f"{field}: no node named {unknown[0]!r} in graph "
+                                    f"{assistant.graph_id!r} (its nodes: "
+                                    f"{', '.join(n for n in nodes if not n.startswith('__'))})")
 
 
 async def _latest_checkpoint(assistant: Assistant, thread_id: str) -> str | None:
