@@ -11,7 +11,8 @@ and puts the thread back where it was before that run (and deletes the run).
 A cancelled run ends ``interrupted``, and its thread too; ``runs.wait(input=None)``
 goes on from the last saved step. After a SIGKILL, ``recover`` finds the runs left
 ``pending`` or ``running``: a pending one is queued again; a running one is resumed from
-its last checkpoint (input None, ``attempt`` 2 in its ``metadata`` event), or, when it
+its last checkpoint (input None, ``attempt`` 2, 3, ... in its ``metadata`` event, its
+event ids in a range of their own: see ``eventlog.py``), or, when it
 had saved nothing yet, started again from its input. None is silently lost.
 """
 
@@ -334,9 +335,10 @@ class RunManager:
             started, before = await self.runs.started_from(run["run_id"])
             now = await _latest_checkpoint(assistant, run["thread_id"])
             resume = started and now is not None and now != before
-            await self.log.open(run["run_id"], fresh=False)
+            attempt = await self.log.open(run["run_id"], fresh=False)
             self.log.append(run["run_id"], "metadata", dumps({"run_id": run["run_id"],
-                                                              "attempt": 2}))
+                                                              "attempt": attempt}))
+            await self.log.flush()  # a restart after this one sees this attempt
             self._jobs[run["run_id"]] = RunJob(run, owner, assistant, resume=resume)
             self._done[run["run_id"]] = asyncio.Event()
             await self.queue.submit(run["thread_id"], run["run_id"])
