@@ -107,6 +107,8 @@ class RunManager:
         strategy = body.multitask_strategy or default_strategy
         if thread_id is not None and self.queue.active(thread_id):
             await self._make_room(owner, thread_id, strategy)
+        if thread_id is not None:
+            await self._check_checkpoint(owner, thread_id, body)
         run_id = uuid7()
         # The log opens before the row exists, so whoever finds the row finds its log.
         await self.log.open(run_id)
@@ -122,6 +124,22 @@ class RunManager:
         self._run_made(run["thread_id"])
         await self.queue.submit(run["thread_id"], run_id)
         return run
+
+    async def _check_checkpoint(self, owner: str, thread_id: str, body: RunCreate) -> None:
+        """404 for a ``checkpoint_id`` the thread does not have (as ``GET state``)."""
+        checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id
+                                               if body.checkpoint else None)
+        if not checkpoint_id:
+            return
+        assistant = await self.assistants.resolve(owner, body.assistant_id)
+        cp = assistant.graph.checkpointer if assistant is not None else None
+        if cp is None:
+            return  # the transaction answers for the assistant
+        ns = body.checkpoint.checkpoint_ns if body.checkpoint else ""
+        found = await _call(cp, "get_tuple", {"configurable": {
+            "thread_id": thread_id, "checkpoint_ns": ns or "", "checkpoint_id": checkpoint_id}})
+        if found is None:
+            raise ApiError(404, f"Checkpoint with ID {checkpoint_id} not found")
 
     async def _make_room(self, owner: str, thread_id: str, strategy: str) -> None:
         """The thread runs another run: 404 when it is not the caller's, 409 under
