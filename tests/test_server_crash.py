@@ -92,3 +92,24 @@ def test_sse_ids_are_never_reused_after_sigkill(tmp_path):
         assert ids == sorted(set(ids))
     finally:
         second.stop()
+
+
+def test_sigterm_ends_open_streams_cleanly(tmp_path):
+    """SIGTERM while a client streams: the stream ends as a complete response (no
+    'ASGI callable returned without completing response'), the run is recovered later."""
+    db = tmp_path / "term.db"
+    port = free_port()
+    server = Subprocess(_args(db) + ["--log-level", "info"], port,
+                        env={"TL_TEST_SLOW_S": "3"}).up()
+    c = httpx.Client(base_url=server.url, timeout=30)
+    tid = c.post("/threads", json={}).json()["thread_id"]
+    with c.stream("POST", f"/threads/{tid}/runs/stream", json={
+            "assistant_id": "slow", "input": {"text": "t"}, "stream_mode": ["values"]}) as r:
+        chunks = r.iter_text()
+        assert "event: metadata" in next(chunks)
+        server.proc.terminate()
+        rest = "".join(chunks)  # raises RemoteProtocolError on an incomplete response
+    assert "event: error" not in rest
+    server.proc.wait(timeout=20)
+    log = server.output()
+    assert "without completing response" not in log and "Traceback" not in log, log
