@@ -137,3 +137,26 @@ _c.add_node("toned", _toned)
 _c.add_edge(START, "toned")
 _c.add_edge("toned", END)
 config_graph = _c
+
+
+def tuple_reply(state: MessagesState) -> dict:
+    return {"messages": [("ai", "echo: " + str(state["messages"][-1].content))]}
+
+
+_t = StateGraph(MessagesState)
+_t.add_node("reply", tuple_reply)
+_t.add_edge(START, "reply")
+_t.add_edge("reply", END)
+tuple_graph = _t
+
+
+def approve_reply(state: MessagesState) -> dict:
+    answer = interrupt({"question": "approve?"})
+    return {"messages": [AIMessage(content=f"approved: {answer}")]}
+
+
+_p = StateGraph(MessagesState)
+_p.add_node("approve", approve_reply)
+_p.add_edge(START, "approve")
+_p.add_edge("approve", END)
+pause_graph = _p

@@ -42,7 +42,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_up(url: str, timeout: float = 20.0) -> None:
+def wait_up(url: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):

@@ -49,13 +49,15 @@ def test_streaming_completion(client):
 def test_thread_keeps_the_conversation(client, url):
     thread = f"conv-{uuid.uuid4().hex[:8]}"
     history = [{"role": "user", "content": "first"}]
-    one = client.chat.completions.create(model="echo", messages=history, user=thread)
+    raw = client.chat.completions.with_raw_response.create(model="echo", messages=history,
+                                                           user=thread)
+    one, tid = raw.parse(), raw.headers["x-thread-id"]  # the name's thread
     history += [{"role": "assistant", "content": one.choices[0].message.content},
                 {"role": "user", "content": "second"}]
     two = client.chat.completions.create(model="echo", messages=history,
-                                         extra_headers={"X-Thread-Id": thread})
+                                         extra_headers={"X-Thread-Id": tid})
     assert two.choices[0].message.content == "echo: second"
-    state = get_sync_client(url=url, api_key=None).threads.get_state(thread)
+    state = get_sync_client(url=url, api_key=None).threads.get_state(tid)
     assert [m["content"] for m in state["values"]["messages"]] == [
         "first", "echo: first", "second", "echo: second"]
 

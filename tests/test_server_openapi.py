@@ -65,3 +65,37 @@ def test_fuzz_never_a_server_error(api_schema, url):
 
         check()
     assert failures == []
+
+
+def _nested(depth):
+    return "[" * depth + "]" * depth
+
+
+BODY_ROUTES = ["/threads", "/threads/search", "/runs/wait", "/assistants/search",
+               "/v1/chat/completions"]
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+@pytest.mark.parametrize("depth", [300, 470, 5000])
+def test_deeply_nested_body_is_422_not_500(url, path, depth):
+    body = '{"assistant_id": "echo", "metadata": {"x": ' + _nested(depth) + "}}"
+    r = httpx.post(url + path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "nested" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+@pytest.mark.parametrize("text", [r'"\ud800"', r'"a\udfffb"', r'"x\ud83d"'])
+def test_lone_surrogate_is_422_not_500(url, path, text):
+    body = '{"assistant_id": "echo", "metadata": {' + text + ": " + text + "}}"
+    r = httpx.post(url + path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "surrogate" in r.json()["detail"]
+
+
+def test_paired_surrogates_and_moderate_nesting_pass(url):
+    tid = httpx.post(url + "/threads", content='{"metadata": {"e": "\\ud83d\\ude00"}}').json()
+    assert tid["metadata"] == {"e": "\N{GRINNING FACE}"}
+    deep = httpx.post(url + "/runs/wait", content='{"assistant_id": "human", "input": '
+                      '{"text": "x", "answer": ' + _nested(200) + "}}")
+    assert deep.status_code == 200, deep.text

@@ -33,6 +33,7 @@ from threadloom.server.assistants_store import Assistants
 from threadloom.server.auth import Authenticate, authenticate, scope_for
 from threadloom.server.db import Database
 from threadloom.server.eventlog import EventLog
+from threadloom.server.guard import GuardMiddleware
 from threadloom.server.http import JSON, ApiError, error_response
 from threadloom.server.queue import LocalRunQueue, RunQueue
 from threadloom.server.runs import RunManager
@@ -98,7 +99,7 @@ async def _crash(request: Request, exc: Exception) -> Response:
 def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
                authenticate_hook: Authenticate | None = None, limits: Limits | None = None,
                cors_origins: list[str] | None = None, queue: RunQueue | None = None,
-               close_on_exit: bool = True) -> Starlette:
+               close_on_exit: bool = True, loopback: bool = False) -> Starlette:
     """The server's ASGI app.
 
     Args:
@@ -111,6 +112,8 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
         cors_origins: origins allowed by CORS (none: CORS off).
         queue: the run queue (default: ``LocalRunQueue``).
         close_on_exit: close ``db`` and ``checkpointer`` when the app stops.
+        loopback: the server listens on a loopback address: requests whose ``Host`` is
+            not a loopback name are refused (DNS rebinding; see ``guard.py``).
     """
     limits = limits or Limits()
     assistants.bind(db)
@@ -137,7 +140,9 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
                 with contextlib.suppress(Exception):
                     checkpointer.close()
 
-    middleware = [Middleware(AuthMiddleware, hook=authenticate_hook)]
+    middleware = [Middleware(GuardMiddleware, origins=list(cors_origins or []),
+                             loopback=loopback),
+                  Middleware(AuthMiddleware, hook=authenticate_hook)]
     if cors_origins:
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=list(cors_origins),
                                         allow_methods=["*"], allow_headers=["*"],

@@ -14,6 +14,12 @@ memory until it is written, so a live client is served without waiting for the d
 rows are written in batches (``flush_interval_s``) and pruned by age (``prune``).
 A server killed with SIGKILL loses at most the last batch of events (not the run: see
 ``runs.py``).
+
+Ids are never reused across a restart: each attempt of a run numbers its events in a
+range of its own (attempt ``k`` from ``(k - 1) * ATTEMPT_SPAN + 1``), so the events an
+attempt sent but had not yet written when the server was killed keep ids the next
+attempt never gives again, and a client resuming with one of them gets every event of
+the next attempt. ``open(fresh=False)`` picks the attempt after the last one stored.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ from typing import Any, NamedTuple
 from threadloom.server.db import Database, Tx
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+ATTEMPT_SPAN = 1_000_000_000  # ids of one attempt of a run: a range this long
+
+
+def attempt_of(seq: int) -> int:
+    """The attempt (1, 2, ...) whose range holds event id ``seq`` (0 for none)."""
+    return (seq - 1) // ATTEMPT_SPAN + 1 if seq > 0 else 0
 
 
 class Event(NamedTuple):
@@ -82,18 +94,22 @@ class EventLog:
 
     # -- writing -----------------------------------------------------------------------
 
-    async def open(self, run_id: str, *, fresh: bool = True) -> None:
+    async def open(self, run_id: str, *, fresh: bool = True) -> int:
         """Start a run's log (when the run is made, so readers of a pending run wait);
-        ``fresh=False`` continues the stored one after a restart."""
-        last = 0
+        ``fresh=False`` continues the stored one after a restart, as a new attempt whose
+        ids start past every id the earlier ones could have sent (write its first event
+        at once with ``flush`` so that a later restart sees it). Returns the attempt."""
+        attempt = 1
         if not fresh:
             row = await self.db.run(lambda tx: tx.execute(
                 "SELECT MAX(seq) FROM tl_srv_events WHERE run_id = ?", (run_id,)).fetchone())
             last = int(row[0]) if row and row[0] is not None else 0
-        self._live[run_id] = _Live(last + 1)
+            attempt = max(attempt_of(last), 1) + 1  # nothing stored: attempt 1 ran
+        self._live[run_id] = _Live((attempt - 1) * ATTEMPT_SPAN + 1)
         if self._task is None:
             self._stopping = False
             self._task = asyncio.ensure_future(self._flush_loop())
+        return attempt
 
     def append(self, run_id: str, event: str, data: str) -> int:
         """Add one event to an open run's log; returns its sequence number."""

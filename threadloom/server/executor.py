@@ -155,23 +155,23 @@ class Executor:
         """
         run_id, thread_id = job.run["run_id"], job.run["thread_id"]
         kwargs = job.run["kwargs"]
-        graph = self.graph_for(job)
-        config = run_config(job, thread_id)
-        modes = kwargs.get("stream_mode") or ["values"]
-        events = EventsMapper(run_id, graph.name, config["metadata"]) if "events" in modes \
-            else None
-        mapper = StreamMapper(modes, events)
-        subgraphs = bool(kwargs.get("subgraphs"))
-        graph_input = run_input(kwargs, job.resume)
-        if events is not None:
-            self.log.append(run_id, *events.start(kwargs.get("input")))
-        try:
+        graph = job.assistant.graph
+        try:  # preparing is inside: nothing raised here may leave the run running
+            graph = self.graph_for(job)
+            config = run_config(job, thread_id)
+            modes = kwargs.get("stream_mode") or ["values"]
+            events = EventsMapper(run_id, graph.name, config["metadata"]) \
+                if "events" in modes else None
+            mapper = StreamMapper(modes, events)
+            subgraphs = bool(kwargs.get("subgraphs"))
+            graph_input = run_input(kwargs, job.resume)
+            context = run_context(graph, {**job.assistant.context,
+                                          **(kwargs.get("context") or {})})
+            if events is not None:
+                self.log.append(run_id, *events.start(kwargs.get("input")))
             stream = graph.astream(
-                graph_input, config,
-                stream_mode=engine_modes(modes),
-                subgraphs=subgraphs, durability=kwargs.get("durability"),
-                context=run_context(graph, {**job.assistant.context,
-                                            **(kwargs.get("context") or {})}))
+                graph_input, config, stream_mode=engine_modes(modes),
+                subgraphs=subgraphs, durability=kwargs.get("durability"), context=context)
             async for item in stream:
                 namespace, mode, payload = item if subgraphs else ((), *item)
                 for event, data in mapper.map(namespace, mode, payload):
@@ -183,6 +183,10 @@ class Executor:
             return Outcome("error", {"__error__": error}, "error",
                            values=jsonable(snap.values) if snap else None,
                            interrupts=interrupts_by_task(snap) if snap else {}, error=error)
+        return await self._succeeded(run_id, thread_id, graph, mapper, events)
+
+    async def _succeeded(self, run_id: str, thread_id: str, graph: CompiledGraph,
+                         mapper: StreamMapper, events: EventsMapper | None) -> Outcome:
         snap = await _state(graph, thread_id)
         interrupts = list(snap.interrupts) if snap else []
         final = mapper.final_values(interrupts)

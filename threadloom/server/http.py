@@ -10,6 +10,7 @@ validation (or says the JSON is invalid); 409 is a busy thread under
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -84,9 +85,54 @@ async def read_json(request: Request, max_bytes: int = DEFAULT_MAX_BODY,
             return {}
         raise ApiError(422, "Invalid JSON in request body")
     try:
-        return json.loads(body, parse_constant=_no_constant)
+        data = json.loads(body, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise ApiError(422, f"JSON in request body nested over {MAX_DEPTH} levels") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(422, "Invalid JSON in request body") from exc
+    # cheap tests on the raw bytes first: the walk runs only when it could find something
+    deep = body.count(b"[") + body.count(b"{") > MAX_DEPTH
+    if deep or _SURROGATE.search(body):
+        check_json(data)
+    return data
+
+
+MAX_DEPTH = 256  # arrays and objects inside one another in a request body
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def check_json(data: Any) -> None:
+    """Refuse a parsed body nested over ``MAX_DEPTH`` levels or holding a lone UTF-16
+    surrogate (``"\\ud800"``: no UTF-8 text can carry it), walking it without recursion.
+
+    Raises:
+        ApiError: 422 naming the problem.
+    """
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            _check_text(value)
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            raise ApiError(422, f"JSON in request body nested over {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _check_text(key)
+                stack.append((item, depth + 1))
+        else:
+            stack.extend((item, depth + 1) for item in value)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(422, f"JSON in request body has a lone surrogate "
+                            f"(\\u{ord(text[exc.start]):04x}) in a string: not valid "
+                            "Unicode") from exc
 
 
 def _no_constant(name: str) -> Any:

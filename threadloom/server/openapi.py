@@ -75,6 +75,7 @@ TABLE: list[_T] = [
     ("post", "/runs/batch", "Several stateless runs", None, {}),
     ("post", "/runs/cancel", "Cancel runs", s.CancelMany, {"action": "string"}),
     ("get", "/v1/models", "OpenAI-compatible: the assistants as models", None, {}),
+    ("get", "/v1/models/{model}", "OpenAI-compatible: one model", None, {}),
     ("post", "/v1/chat/completions", "OpenAI-compatible chat completion", s.ChatCompletion,
      {}),
 ]

@@ -169,10 +169,26 @@ async def join_stream(request: Request) -> Response:
     state = server(request)
     p = request.path_params
     run = await state.manager.get_run(owner(request), p["thread_id"], p["run_id"])
-    after = parse_last_event_id(request.headers.get("last-event-id"))
+    after = run_cursor(request.headers.get("last-event-id"))
     modes = [m for m in request.query_params.getlist("stream_mode") if m]
     cancel = query_bool(request, "cancel_on_disconnect")
     return _sse(state, run, after, True, _wanted(modes), cancel)
+
+
+def run_cursor(value: str | None) -> int:
+    """The event id a run stream's ``Last-Event-ID`` names (0: none, from the start).
+
+    Raises:
+        ApiError: 422 for anything but a decimal id (a thread stream's ``ORD-SEQ``...).
+    """
+    if value is None or not value.strip():
+        return 0
+    text = value.strip()
+    after = parse_last_event_id(text)
+    if after == 0 and text != "0":
+        raise ApiError(422, f"Last-Event-ID: expected an event id (a number) of this "
+                            f"run's stream, got {text[:40]!r}")
+    return after
 
 
 THREAD_MODES = frozenset({"run_modes", "lifecycle", "state_update"})

@@ -11,7 +11,8 @@ and puts the thread back where it was before that run (and deletes the run).
 A cancelled run ends ``interrupted``, and its thread too; ``runs.wait(input=None)``
 goes on from the last saved step. After a SIGKILL, ``recover`` finds the runs left
 ``pending`` or ``running``: a pending one is queued again; a running one is resumed from
-its last checkpoint (input None, ``attempt`` 2 in its ``metadata`` event), or, when it
+its last checkpoint (input None, ``attempt`` 2, 3, ... in its ``metadata`` event, its
+event ids in a range of their own: see ``eventlog.py``), or, when it
 had saved nothing yet, started again from its input. None is silently lost.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 from threadloom.server.assistants_store import Assistants
 from threadloom.server.db import Tx
 from threadloom.server.eventlog import EventLog
-from threadloom.server.executor import Executor, Outcome, RunJob
+from threadloom.server.executor import Executor, Outcome, RunJob, describe_error
 from threadloom.server.graphs import Assistant
 from threadloom.server.http import ApiError, not_found
 from threadloom.server.queue import RunQueue
@@ -106,6 +107,8 @@ class RunManager:
         strategy = body.multitask_strategy or default_strategy
         if thread_id is not None and self.queue.active(thread_id):
             await self._make_room(owner, thread_id, strategy)
+        if thread_id is not None:
+            await self._check_checkpoint(owner, thread_id, body)
         run_id = uuid7()
         # The log opens before the row exists, so whoever finds the row finds its log.
         await self.log.open(run_id)
@@ -121,6 +124,22 @@ class RunManager:
         self._run_made(run["thread_id"])
         await self.queue.submit(run["thread_id"], run_id)
         return run
+
+    async def _check_checkpoint(self, owner: str, thread_id: str, body: RunCreate) -> None:
+        """404 for a ``checkpoint_id`` the thread does not have (as ``GET state``)."""
+        checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id
+                                               if body.checkpoint else None)
+        if not checkpoint_id:
+            return
+        assistant = await self.assistants.resolve(owner, body.assistant_id)
+        cp = assistant.graph.checkpointer if assistant is not None else None
+        if cp is None:
+            return  # the transaction answers for the assistant
+        ns = body.checkpoint.checkpoint_ns if body.checkpoint else ""
+        found = await _call(cp, "get_tuple", {"configurable": {
+            "thread_id": thread_id, "checkpoint_ns": ns or "", "checkpoint_id": checkpoint_id}})
+        if found is None:
+            raise ApiError(404, f"Checkpoint with ID {checkpoint_id} not found")
 
     async def _make_room(self, owner: str, thread_id: str, strategy: str) -> None:
         """The thread runs another run: 404 when it is not the caller's, 409 under
@@ -142,10 +161,11 @@ class RunManager:
             raise not_found("Assistant", body.assistant_id)
         if body.input is not None and body.command is not None:
             raise ApiError(422, "input and command: give one of them, not both")
-        temporary = thread_id is None
+        _check_interrupt_nodes(assistant, body)
+        temporary = thread_id is None and body.on_completion != "keep"
         if thread_id is None:
-            thread_id = str(Threads.create_tx(tx, owner, None, None, temporary=(
-                body.on_completion != "keep"))[0]["thread_id"])
+            thread_id = str(Threads.create_tx(tx, owner, None, None,
+                                              temporary=temporary)[0]["thread_id"])
         marks = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
         if Threads.claim_tx(tx, owner, thread_id, marks) is None:
             if body.if_not_exists != "create" or tx.execute(
@@ -196,6 +216,8 @@ class RunManager:
             if action is None:
                 raise  # the server is stopping: the run stays "running", recovered later
             await self._cancelled(job, action, before)
+        except Exception as exc:  # the bookkeeping failed: the run must still end
+            await self._failed(job, exc)
         finally:
             self._jobs.pop(run_id, None)
             self.log.close(run_id)
@@ -216,6 +238,21 @@ class RunManager:
         await self.threads.set_state(thread_id, status=outcome.thread_status,
                                      values=outcome.values, interrupts=outcome.interrupts,
                                      error=outcome.error)
+
+    async def _failed(self, job: RunJob, exc: Exception) -> None:
+        """End a run whose bookkeeping raised (not its graph: ``execute`` catches that)
+        as ``error``, with its ``error`` event, and free its thread."""
+        error = describe_error(exc)
+        with contextlib.suppress(Exception):
+            self.log.append(job.run["run_id"], "error", dumps(error))
+        try:
+            await self._finish(job, Outcome("error", {"__error__": error}, "error",
+                                            error=error))
+        except Exception:
+            await self.runs.set_status(job.run["run_id"], "error", {"__error__": error},
+                                       has_output=True)
+            await self.threads.set_state(job.run["thread_id"], status="error",
+                                         state_changed=False)
 
     async def _cancelled(self, job: RunJob, action: str, before: str | None) -> None:
         run_id, thread_id = job.run["run_id"], job.run["thread_id"]
@@ -316,9 +353,10 @@ class RunManager:
             started, before = await self.runs.started_from(run["run_id"])
             now = await _latest_checkpoint(assistant, run["thread_id"])
             resume = started and now is not None and now != before
-            await self.log.open(run["run_id"], fresh=False)
+            attempt = await self.log.open(run["run_id"], fresh=False)
             self.log.append(run["run_id"], "metadata", dumps({"run_id": run["run_id"],
-                                                              "attempt": 2}))
+                                                              "attempt": attempt}))
+            await self.log.flush()  # a restart after this one sees this attempt
             self._jobs[run["run_id"]] = RunJob(run, owner, assistant, resume=resume)
             self._done[run["run_id"]] = asyncio.Event()
             await self.queue.submit(run["thread_id"], run["run_id"])
@@ -328,6 +366,19 @@ class RunManager:
     async def close(self) -> None:
         """Stop every run (they stay ``running`` and are recovered at the next start)."""
         await self.queue.close()
+
+
+def _check_interrupt_nodes(assistant: Assistant, body: RunCreate) -> None:
+    """422 naming a node of ``interrupt_before``/``interrupt_after`` the graph lacks."""
+    nodes = assistant.graph.nodes
+    for field in ("interrupt_before", "interrupt_after"):
+        names = getattr(body, field)
+        if isinstance(names, list):
+            unknown = [n for n in names if n not in nodes]
+            if unknown:
+                raise ApiError(422, f"{field}: no node named {unknown[0]!r} in graph "
+                                    f"{assistant.graph_id!r} (its nodes: "
+                                    f"{', '.join(n for n in nodes if not n.startswith('__'))})")
 
 
 async def _latest_checkpoint(assistant: Assistant, thread_id: str) -> str | None:

@@ -206,4 +206,5 @@ class ChatCompletion(Body):
     stream: bool = False
     user: str | None = Field(default=None, max_length=200)
     metadata: dict[str, Any] | None = None
+    n: int | None = None
     stream_options: dict[str, Any] | None = None

@@ -18,6 +18,7 @@ from threadloom.server.assistants_store import Assistants
 from threadloom.server.config import ConfigError, ServerConfig
 from threadloom.server.db import Database
 from threadloom.server.graphs import GraphLoadError, load_graphs
+from threadloom.server.guard import is_loopback_name
 from threadloom.server.state import Limits
 
 
@@ -61,7 +62,8 @@ def open_app(config: ServerConfig, limits: Limits | None = None) -> Any:
         checkpointer.close()
         raise ConfigError(str(exc)) from exc
     return create_app(Assistants(graphs), checkpointer, db, authenticate_hook=hook,
-                      limits=limits, cors_origins=config.cors_origins)
+                      limits=limits, cors_origins=config.cors_origins,
+                      loopback=is_loopback_name(config.host))
 
 
 def serve(config: ServerConfig, *, log_level: str = "warning") -> None:

@@ -67,6 +67,8 @@ class SSEStream(Response):
             if not self._gone or me is None:
                 raise
             me.uncancel()  # the client left (or the server stops): the stream just ends
+            with contextlib.suppress(OSError, RuntimeError):  # complete the response
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
             with contextlib.suppress(Exception):

@@ -53,6 +53,9 @@ class StreamMapper:
         suffix = "|" + "|".join(namespace) if namespace else ""
         if mode == "values":
             if isinstance(payload, dict) and "__interrupt__" in payload:
+                if not namespace and self.last_values is None:  # a replay that pauses
+                    self.last_values = {k: v for k, v in payload.items()
+                                        if k != "__interrupt__"}
                 return  # the engine's pause event: final_values sends it in the wire form
             if not namespace:
                 self.last_values = payload
