@@ -35,6 +35,9 @@ INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
 SCHEDULED = "__scheduled__"
 SPECIAL_WRITE_CHANNELS = frozenset({ERROR, INTERRUPT, RESUME, SCHEDULED})
+# The task id of writes that belong to no task: a resume Command's ``update``, saved on
+# the paused checkpoint and applied whenever a run starts from it (LangGraph's id).
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 
 
 class Checkpoint(TypedDict):

@@ -108,6 +108,11 @@ class Persistence:
         if task.resume:
             writes.append((RESUME, dict(task.resume)))
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+        if gi.interrupts and self.emit is not None:
+            self._emit_interrupt(tuple(gi.interrupts))
+
+    def _emit_interrupt(self, interrupts: tuple[Interrupt, ...]) -> None:
+        raise NotImplementedError
 
     async def _save_unsaved_for(self, task: Task) -> None:
         """With ``durability="exit"``: save the checkpoint held back so far, and re-id

@@ -110,6 +110,7 @@ class RunLoop(Persistence):
         self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
         self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
         self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
+        self.paused_tasks: list[Task] = []  # the tasks of the step a pause cut short
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -127,6 +128,8 @@ class RunLoop(Persistence):
             await self._save_on_exit(failed=True)
             raise
         await self._save_on_exit(failed=False)
+        if self.paused_tasks and not self.namespace:
+            self._apply_paused_step()
         return self.output()
 
     # ---------------------------------------------------------------------------------
@@ -150,6 +153,7 @@ class RunLoop(Persistence):
             if self.paused:
                 self.step -= 1
                 self._emit_pause(tasks)
+                self.paused_tasks = tasks
                 return
             updated = apply_step(self, tasks, results)  # apply their writes, in task order
             planned = await next_tasks(self, tasks, results)  # route: the next step's plan
@@ -237,6 +241,8 @@ class RunLoop(Persistence):
                 self.interrupts.extend(t.held)
                 self.paused_with.append(tuple(t.held))
                 self.paused = True
+                if t.held and self.emit is not None:
+                    self._emit_interrupt(tuple(t.held))
             elif t.result is None:
                 todo.append(t)
         self.inline_sync = False
@@ -308,10 +314,22 @@ class RunLoop(Persistence):
         if self.sink is not None:
             await self.sink.drained()
 
+    def _emit_interrupt(self, interrupts: tuple[Interrupt, ...]) -> None:
+        """A task's pause, as it happens (as LangGraph): ``{"__interrupt__": (...)}`` in
+        ``updates``, the state so far with its ``"__interrupt__"`` in ``values``."""
+        emit = self.emit
+        if emit is None:
+            return
+        if "updates" in self.modes:
+            emit("updates", {"__interrupt__": interrupts})
+        if "values" in self.modes:
+            emit("values", {**self.output(), "__interrupt__": interrupts})
+
     def _emit_pause(self, tasks: list[Task]) -> None:
         """The ``updates`` events of a run pausing, as LangGraph: each task of the step
-        that finished, then one ``{"__interrupt__": (...)}`` per paused task (one, empty,
-        when it pauses before or after a node, or inside a subgraph's)."""
+        that finished and was not streamed yet, then, when no task's ``interrupt()``
+        paused it (it pauses before or after a node, or at a subgraph's), one empty
+        ``{"__interrupt__": ()}``."""
         emit = self.emit
         if emit is None or self.namespace or "updates" not in self.modes:
             return
@@ -319,8 +337,21 @@ class RunLoop(Persistence):
             if task.result is not None and not task.streamed:
                 extra = _CACHED if task.cached else {}
                 emit("updates", {task.name: task.result.update_view(), **extra})
-        for interrupts in self.paused_with or [()]:
-            emit("updates", {"__interrupt__": interrupts})
+        if not any(self.paused_with):
+            emit("updates", {"__interrupt__": ()})
+
+    def _apply_paused_step(self) -> None:
+        """A top-level run that paused part-way through a step: its finished tasks'
+        writes applied to the state it returns (not saved), with one last ``values``
+        event when they change an output key, as LangGraph."""
+        tasks = [t for t in self.paused_tasks if t.result is not None]
+        if not tasks:
+            return
+        updated = apply_step(self, tasks, [t.result for t in tasks])  # type: ignore[misc]
+        if self.emit is not None and "values" in self.modes and not updated.isdisjoint(
+            self.graph.output_keys
+        ):
+            self.emit("values", self.output())
 
     def output(self) -> dict[str, Any]:
         """The state restricted to the output keys (channels without a value are left out)."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from threadloom.checkpoint.base import (
     ERROR,
     INTERRUPT,
+    NULL_TASK_ID,
     RESUME,
     SCHEDULED,
     SPECIAL_WRITE_CHANNELS,
@@ -148,15 +149,18 @@ def with_finished_tasks(
     done: set[str] = set()
     found: list[tuple[int, int, str, Any]] = []
     for n, w in enumerate(saved.pending_writes):
+        if w.task_id == NULL_TASK_ID and w.channel in graph.channels:  # a resume's update
+            found.append((-1, n, w.channel, w.value))  # first, as LangGraph
+            continue
         if w.task_id not in order or w.channel in (ERROR, INTERRUPT, RESUME):
             continue
         done.add(w.task_id)
         if w.channel not in SPECIAL_WRITE_CHANNELS and w.channel in graph.channels:
             found.append((order[w.task_id], n, w.channel, w.value))
-    if not done:
+    if not found and not done:
         return snap
     found.sort(key=lambda f: f[:2])
-    names = [snap.tasks[f[0]].name for f in found]
+    names = [snap.tasks[f[0]].name if f[0] >= 0 else "__resume__" for f in found]
     view = SimpleNamespace(values=dict(snap.values), channels=graph.channels, graph=graph,
                            cp=None, step=int(saved.metadata.get("step", -1)) + 1)
     try:

@@ -11,8 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
-from threadloom.engine.apply import apply_from
+from threadloom.checkpoint.base import (
+    INTERRUPT,
+    NULL_TASK_ID,
+    RESUME,
+    SCHEDULED,
+    Checkpoint,
+    CheckpointTuple,
+)
+from threadloom.engine.apply import apply_from, apply_writes
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult, task_id
@@ -28,6 +35,8 @@ from threadloom.types import START, Command, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.engine.scheduler import RunLoop
+
+_NULL_NODE = "__resume__"  # who wrote a resume Command's update, in errors
 
 Resume = dict[str, "dict[str, Any] | Held"]
 """Task id -> the answers its ``interrupt()`` calls receive (interrupt id -> value), or
@@ -52,10 +61,15 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
         _refuse_foreign_state(loop, loop.saved)
         restore(loop, loop.saved.checkpoint)
         loop.checkpoint_config = loop.fenced(loop.saved.config)
+        _apply_null_writes(loop, loop.saved)
     if isinstance(input, Command) and input.resume is None and input.goto == ():
         input = input.update
     if isinstance(input, Command):
-        return _start_resume(loop, input)
+        started = _start_resume(loop, input)
+        if input.update is not None and loop.cp is not None:
+            await _save_null_writes(loop, input.update)
+        _emit_resumed_values(loop)
+        return started
     if input is None:
         if loop.saved is None:
             raise EmptyInputError(
@@ -64,8 +78,34 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
             )
         # a replay (a checkpoint_id named) runs the step anew, its saved writes unused
         replay = loop.config_id() is not None
-        return await _continue(loop, loop.saved), None if replay else _continued(loop.saved)
+        planned = await _continue(loop, loop.saved)
+        _emit_resumed_values(loop)
+        return planned, None if replay else _continued(loop.saved)
     return await _start_input(loop, input), None
+
+
+def _apply_null_writes(loop: RunLoop, saved: CheckpointTuple) -> None:
+    """Apply the writes of no task that ``saved`` holds (a resume's ``update``), as
+    LangGraph does whenever a run starts from a checkpoint."""
+    writes = [(w.channel, w.value) for w in saved.pending_writes if w.task_id == NULL_TASK_ID]
+    if writes:
+        apply_writes(loop, writes, [_NULL_NODE] * len(writes))
+
+
+async def _save_null_writes(loop: RunLoop, update: Any) -> None:
+    """Save a resume ``Command``'s ``update`` on the paused checkpoint, as LangGraph, so
+    it holds when the resumed node pauses again (``planned.with_command`` applied it)."""
+    writes = writes_of(loop.graph, _NULL_NODE, update, loop.step)[0]
+    if writes:
+        await loop._flush_pending_put()  # noqa: SLF001
+        await loop.cp_call("put_writes", loop.checkpoint_config, writes, NULL_TASK_ID)
+
+
+def _emit_resumed_values(loop: RunLoop) -> None:
+    """A run that continues a saved state (``None`` or a ``Command`` as input) streams
+    that state first in ``values`` mode, as LangGraph."""
+    if loop.emit is not None and "values" in loop.modes and loop.versions:
+        loop.emit("values", loop.output())
 
 
 async def _continue(loop: RunLoop, saved: CheckpointTuple) -> Planned:

@@ -149,7 +149,8 @@ def child_loop(
         emit=sink.bind(namespace) if sink is not None else None,
         modes=modes,
         durability=parent.durability,
-        blocking_ok=parent.blocking_ok if same_loop else True,
+        # a subgraph run beside other tasks must not block their loop with a sync node
+        blocking_ok=(parent.blocking_ok and parent.inline_sync) if same_loop else True,
         context=parent.context,
         namespace=namespace,
         sink=sink if same_loop else None,
