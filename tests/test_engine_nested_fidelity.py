@@ -7,9 +7,10 @@ Each expected value below is what LangGraph 1.2 gives for the same graph.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from threadloom import START, StateGraph
+from threadloom.engine.runtime import interrupt
 from threadloom.types import Command
 
 
@@ -58,3 +59,78 @@ def test_parent_command_from_a_subgraph_two_levels_down(checkpointer, thread_id)
     # the command lands in the middle graph; the middle graph's final log is handed up
     assert out == {"dialog_state": [
         "init", "top_1", "init", "top_1", "mid_1", "deep", "mid_3"]}
+
+
+class Text(TypedDict):
+    k: Annotated[str, operator.add]
+
+
+def _parallel_with_a_pause(checkpointer: Any) -> Any:
+    def ask(s: Text) -> dict[str, str]:
+        return {"k": "A" + interrupt("q")}
+
+    g = StateGraph(Text)
+    g.add_node("ask", ask)
+    g.add_node("other", lambda s: {"k": "O"})
+    g.add_node("end", lambda s: {"k": "E"})
+    g.add_edge(START, "ask")
+    g.add_edge(START, "other")
+    g.add_edge(["ask", "other"], "end")
+    return g.compile(checkpointer=checkpointer)
+
+
+def _plain(events: list[Any]) -> list[Any]:
+    """Interrupts as their values, so events compare without their ids."""
+    def one(v: Any) -> Any:
+        if isinstance(v, dict) and "__interrupt__" in v:
+            return {**v, "__interrupt__": [i.value for i in v["__interrupt__"]]}
+        return v
+    return [(e[0], one(e[1])) if isinstance(e, tuple) else one(e) for e in events]
+
+
+def test_a_pause_part_way_through_a_step_returns_the_finished_tasks_writes(
+    checkpointer, thread_id
+):
+    app = _parallel_with_a_pause(checkpointer)
+    out = app.invoke({"k": "x"}, thread_id=thread_id)
+    assert out["k"] == "xO" and [i.value for i in out["__interrupt__"]] == ["q"]
+    events = list(app.stream({"k": "x"}, thread_id=thread_id + "-s",
+                             stream_mode=["values", "updates"]))
+    # LangGraph: the interrupt as it happens (the state then), the sibling as it ends,
+    # then the state with the finished writes applied (not saved: the step is unfinished)
+    assert _plain(events) == [
+        ("values", {"k": "x"}),
+        ("updates", {"__interrupt__": ["q"]}),
+        ("values", {"k": "x", "__interrupt__": ["q"]}),
+        ("updates", {"other": {"k": "O"}}),
+        ("values", {"k": "xO"}),
+    ]
+    events = list(app.stream(Command(resume="r"), thread_id=thread_id + "-s",
+                             stream_mode=["values", "updates"]))
+    assert events == [  # a resumed run streams its saved state first
+        ("values", {"k": "x"}),
+        ("updates", {"other": {"k": "O"}, "__metadata__": {"cached": True}}),
+        ("updates", {"ask": {"k": "Ar"}}),
+        ("values", {"k": "xArO"}),
+        ("updates", {"end": {"k": "E"}}),
+        ("values", {"k": "xArOE"}),
+    ]
+    assert list(app.stream(None, thread_id=thread_id + "-s", stream_mode="values")) == [
+        {"k": "xArOE"}]
+
+
+def test_a_resume_commands_update_holds_when_the_node_pauses_again(checkpointer, thread_id):
+    def two(s: Text) -> dict[str, str]:
+        return {"k": interrupt(1) + interrupt(2)}
+
+    g = StateGraph(Text)
+    g.add_node("two", two)
+    g.add_edge(START, "two")
+    app = g.compile(checkpointer=checkpointer)
+    app.invoke({"k": "x"}, thread_id=thread_id)
+    events = list(app.stream(Command(resume="a", update={"k": "U"}), thread_id=thread_id,
+                             stream_mode="values"))
+    assert _plain(events) == [{"k": "xU"}, {"k": "xU", "__interrupt__": [2]}]
+    assert app.get_state(thread_id=thread_id).values == {"k": "xU"}
+    assert list(app.stream(Command(resume="b"), thread_id=thread_id,
+                           stream_mode="values")) == [{"k": "xU"}, {"k": "xUab"}]
