@@ -9,6 +9,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+import pytest
+
 from threadloom import START, StateGraph
 from threadloom.engine.runtime import interrupt
 from threadloom.types import Command
@@ -134,3 +136,29 @@ def test_a_resume_commands_update_holds_when_the_node_pauses_again(checkpointer,
     assert app.get_state(thread_id=thread_id).values == {"k": "xU"}
     assert list(app.stream(Command(resume="b"), thread_id=thread_id,
                            stream_mode="values")) == [{"k": "xU"}, {"k": "xUab"}]
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_the_finished_sibling_of_a_paused_task_is_not_run_again(
+    checkpointer, thread_id, durability
+):
+    ran: list[str] = []
+
+    def other(s: Text) -> dict[str, str]:
+        ran.append("other")
+        return {"k": "O"}
+
+    def ask(s: Text) -> dict[str, str]:
+        return {"k": "A" + interrupt("q")}
+
+    g = StateGraph(Text)
+    g.add_node("ask", ask)
+    g.add_node("other", other)
+    g.add_edge(START, "ask")
+    g.add_edge(START, "other")
+    app = g.compile(checkpointer=checkpointer)
+    app.invoke({"k": "x"}, thread_id=thread_id, durability=durability)
+    updates = list(app.stream(Command(resume="r"), thread_id=thread_id, durability=durability))
+    assert updates[0] == {"other": {"k": "O"}, "__metadata__": {"cached": True}}
+    assert ran == ["other"]
+    assert app.get_state(thread_id=thread_id).values == {"k": "xArO"}

@@ -151,6 +151,9 @@ class RunLoop(Persistence):
                 return
             results = await self._run(tasks)  # run its tasks, concurrently
             if self.paused:
+                # with durability="exit" the finished tasks' writes are saved now, as
+                # LangGraph saves them on exit, so the resumed step does not run them again
+                await self._record_finished([t for t in tasks if not t.cached])
                 self.step -= 1
                 self._emit_pause(tasks)
                 self.paused_tasks = tasks
