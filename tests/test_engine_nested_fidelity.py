@@ -13,7 +13,7 @@ import pytest
 
 from threadloom import START, StateGraph
 from threadloom.engine.runtime import interrupt
-from threadloom.types import Command
+from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command
 
 
 class Dialog(TypedDict):
@@ -162,3 +162,36 @@ def test_the_finished_sibling_of_a_paused_task_is_not_run_again(
     assert updates[0] == {"other": {"k": "O"}, "__metadata__": {"cached": True}}
     assert ran == ["other"]
     assert app.get_state(thread_id=thread_id).values == {"k": "xArO"}
+
+
+class Key(TypedDict):
+    my_key: str
+
+
+def test_the_node_finished_hook_sees_every_level_and_not_a_paused_node(checkpointer, thread_id):
+    grandchild = StateGraph(Key)
+    grandchild.add_node("gc_1", lambda s: {"my_key": s["my_key"] + " here"})
+    grandchild.add_node("gc_2", lambda s: {"my_key": s["my_key"] + " and there"})
+    grandchild.add_edge(START, "gc_1")
+    grandchild.add_edge("gc_1", "gc_2")
+    child = StateGraph(Key)
+    child.add_node("child_1", grandchild.compile(interrupt_before=["gc_2"]))
+    child.add_edge(START, "child_1")
+    parent = StateGraph(Key)
+    parent.add_node("p_1", lambda s: {"my_key": "hi " + s["my_key"]})
+    parent.add_node("child", child.compile())
+    parent.add_node("p_2", lambda s: {"my_key": s["my_key"] + " and back again"})
+    parent.add_edge(START, "p_1")
+    parent.add_edge("p_1", "child")
+    parent.add_edge("child", "p_2")
+    app = parent.compile(checkpointer=checkpointer)
+    nodes: list[str] = []
+    config = {"configurable": {"thread_id": thread_id, CONFIG_KEY_NODE_FINISHED: nodes.append}}
+    assert list(app.stream({"my_key": "v"}, config)) == [
+        {"p_1": {"my_key": "hi v"}}, {"__interrupt__": ()}]
+    assert nodes == ["p_1", "gc_1"]
+    assert list(app.stream(None, config)) == [
+        {"child": {"my_key": "hi v here and there"}},
+        {"p_2": {"my_key": "hi v here and there and back again"}},
+    ]
+    assert nodes == ["p_1", "gc_1", "gc_2", "child_1", "child", "p_2"]

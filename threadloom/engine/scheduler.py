@@ -30,7 +30,7 @@ from threadloom.engine.start import Resume, start_run
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphRecursionError, InvalidUpdateError
-from threadloom.types import Command, Durability, Interrupt
+from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
@@ -111,6 +111,8 @@ class RunLoop(Persistence):
         self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
         self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
         self.paused_tasks: list[Task] = []  # the tasks of the step a pause cut short
+        # called with each node's name as it finishes (LangGraph's config hook)
+        self.node_finished = (config.get("configurable") or {}).get(CONFIG_KEY_NODE_FINISHED)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -233,6 +235,9 @@ class RunLoop(Persistence):
         except BaseException as exc:
             await self._record_error(task, exc)
             raise
+        else:
+            if self.node_finished is not None:
+                self.node_finished(task.name)
         return [task.result or TaskResult([], [])]
 
     async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
@@ -267,6 +272,8 @@ class RunLoop(Persistence):
             except GraphInterrupt as gi:
                 await self._record_interrupt(task, gi)
                 return
+            if self.node_finished is not None:
+                self.node_finished(task.name)
             if live is not None:
                 live("updates", {task.name: task.result.update_view()})
                 task.streamed = True
