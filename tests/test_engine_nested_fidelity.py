@@ -13,6 +13,7 @@ import pytest
 
 from threadloom import START, StateGraph
 from threadloom.engine.runtime import interrupt
+from threadloom.errors import ParentCommand
 from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command
 
 
@@ -195,3 +196,18 @@ def test_the_node_finished_hook_sees_every_level_and_not_a_paused_node(checkpoin
         {"p_2": {"my_key": "hi v here and there and back again"}},
     ]
     assert nodes == ["p_1", "gc_1", "gc_2", "child_1", "child", "p_2"]
+
+
+def test_a_parent_command_from_a_graph_run_on_its_own_leaves_invoke(checkpointer, thread_id):
+    class Value(TypedDict):
+        value: str
+
+    g = StateGraph(Value)
+    g.add_node("jump", lambda s: Command(graph=Command.PARENT, goto="x", update={"k": 1}))
+    g.add_edge(START, "jump")
+    app = g.compile(checkpointer=checkpointer)
+    with pytest.raises(ParentCommand) as info:  # as LangGraph: there is no parent to route
+        app.invoke({"value": "start"}, thread_id=thread_id)
+    assert info.value.args[0].goto == "x" and info.value.args[0].update == {"k": 1}
+    # control flow, not an error: nothing is saved as the node's error
+    assert app.get_state(thread_id=thread_id).tasks[0].error is None

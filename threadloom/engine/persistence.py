@@ -25,7 +25,7 @@ from threadloom.checkpoint.base import (
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
-from threadloom.errors import GraphRunError
+from threadloom.errors import GraphRunError, ParentCommand
 from threadloom.redact import mask_urls
 
 if TYPE_CHECKING:
@@ -123,8 +123,8 @@ class Persistence:
         task.id = task_id(base, self.step, task.index, task.name)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:
-        if self.cp is None or isinstance(exc, asyncio.CancelledError):
-            return
+        if self.cp is None or isinstance(exc, asyncio.CancelledError | ParentCommand):
+            return  # (a parent command is control flow, not saved: as LangGraph)
         text = mask_urls(f"{type(exc).__name__}: {exc}")  # no credential is ever stored
         try:
             if self.durability == "exit":  # as LangGraph: the error is saved on exit too

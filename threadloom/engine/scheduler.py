@@ -29,7 +29,7 @@ from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.start import Resume, start_run
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.writes import ParentCommand
-from threadloom.errors import GraphRecursionError, InvalidUpdateError
+from threadloom.errors import GraphRecursionError
 from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
@@ -120,12 +120,12 @@ class RunLoop(Persistence):
             await self._loop(input)
         except ParentCommand as pc:
             await self._save_on_exit(failed=True)
-            if self.namespace:
-                raise
-            raise InvalidUpdateError(
-                f"a node returned Command(graph=Command.PARENT) at super-step {self.step}, "
-                "but this graph is not running as a subgraph"
-            ) from pc
+            if not self.namespace:  # as LangGraph: it leaves invoke() as it is
+                pc.add_note(
+                    f"a node returned Command(graph=Command.PARENT) at super-step "
+                    f"{self.step}, but this graph is not running as a subgraph"
+                )
+            raise
         except BaseException:
             await self._save_on_exit(failed=True)
             raise
