@@ -102,11 +102,12 @@ def test_subgraph_checkpointer_true_false_none(checkpointer, thread_id, persiste
     saved = namespaces(checkpointer, thread_id)
     if persistence is True:  # one history across calls: the child remembers its state
         assert saved == {"", "sub"}
-        # its saved log (in, c1 saw 1) plus the parent's (in, c1 saw 1, in2)
-        assert out["log"][-1] == "c1 saw 5"
+        # as LangGraph: a subgraph hands back its final log (its input included), so the
+        # parent holds (in, in, c1 saw 1, in2); the child's saved log (in, c1 saw 1) plus those
+        assert out["log"][-1] == "c1 saw 6"
     elif persistence is False:
         assert saved == {""}
-        assert out["log"][-1] == "c1 saw 3"
+        assert out["log"][-1] == "c1 saw 4"
     else:  # one namespace per call
         assert "" in saved and len(saved) == 3
         assert all(ns == "" or ns.startswith("sub:") for ns in saved)
@@ -143,7 +144,8 @@ def test_subgraph_interrupt_before_pauses_the_parent(checkpointer, thread_id):
     assert out == {"log": ["in"]}  # paused inside the subgraph, before c2
     assert app.get_state(thread_id=thread_id).next == ("sub",)
     out = app.invoke(None, thread_id=thread_id)
-    assert out["log"] == ["in", "c1", "c2", "after"]
+    # the subgraph's final log (its input "in" included) goes through the parent's reducer
+    assert out["log"] == ["in", "in", "c1", "c2", "after"]
 
 
 @pytest.mark.parametrize("how", ["interrupt", "interrupt_before"])
@@ -166,7 +168,7 @@ def test_paused_subgraph_hands_back_what_it_wrote_before_the_pause(
     app.invoke({"log": ["in"]}, thread_id=thread_id)
     resume = Command(resume="yes") if how == "interrupt" else None
     out = app.invoke(resume, thread_id=thread_id)
-    assert out == {"log": ["in", "c1", "c2:yes" if how == "interrupt" else "c2"], "x": 1}
+    assert out == {"log": ["in", "in", "c1", "c2:yes" if how == "interrupt" else "c2"], "x": 1}
 
 
 def test_get_state_with_subgraphs_shows_the_paused_subgraph(checkpointer, thread_id):
@@ -309,7 +311,7 @@ def test_replaying_a_parent_checkpoint_uses_the_subgraph_state_at_that_point(
     app = parent.compile(checkpointer=checkpointer)
     app.invoke({"log": []}, thread_id=thread_id)
     assert app.invoke(Command(resume="A"), thread_id=thread_id)["log"] == [
-        "pre", "c1", "c2:A", "c3"]
+        "pre", "pre", "c1", "c2:A", "c3"]
     [at_sub] = [s for s in app.get_state_history(thread_id=thread_id) if s.next == ("sub",)]
     calls.clear()
     out = app.invoke(None, at_sub.config)  # replay: the subgraph runs from its start
@@ -437,7 +439,7 @@ def test_subgraph_interrupt_after_pauses_the_parent(checkpointer, thread_id):
     assert app.invoke({"log": ["in"]}, thread_id=thread_id) == {"log": ["in"]}
     [task] = app.get_state(thread_id=thread_id, subgraphs=True).tasks
     assert task.state.values == {"log": ["in", "c1"]} and task.state.next == ("c2",)
-    assert app.invoke(None, thread_id=thread_id) == {"log": ["in", "c1", "c2"]}
+    assert app.invoke(None, thread_id=thread_id) == {"log": ["in", "in", "c1", "c2"]}
 
 
 def test_graph_invoked_in_a_node_with_the_parent_state_reads_its_own_keys(

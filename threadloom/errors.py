@@ -32,6 +32,9 @@ The tree, as httpx draws its own::
         ├── ModelTimeoutError      the request timed out
         └── ScriptExhaustedError   a ScriptedChatModel ran past the end of its script
 
+Outside the tree, not an error: ``ParentCommand`` (a ``BaseException``), the control
+flow of ``Command(graph=Command.PARENT)``.
+
 Exceptions carry structured fields (``node``, ``step``, ``field``...) so callers need not
 parse messages. Errors raised by user code inside a node are re-raised unchanged, with a
 note (PEP 678) naming the node and the super-step.
@@ -277,6 +280,19 @@ class ModelTimeoutError(ModelError):
 
 class ScriptExhaustedError(ModelError):
     """A ``ScriptedChatModel`` was called more times than its script has entries."""
+
+
+class ParentCommand(BaseException):  # noqa: N818 - control flow, as LangGraph's name
+    """A ``Command(graph=Command.PARENT)`` on its way from a subgraph's node to the parent
+    graph's node, which routes by it; it is not an error, so not a ``ThreadloomError``.
+
+    Raised out of ``invoke``/``stream`` only by a graph that runs on its own (not as a
+    subgraph), as LangGraph does. ``args[0]`` and ``command`` are the ``Command``.
+    """
+
+    def __init__(self, command: Any) -> None:
+        super().__init__(command)
+        self.command = command
 
 
 def add_node_note(exc: BaseException, node: str, step: int) -> BaseException:

@@ -19,6 +19,10 @@ START = "__start__"
 END = "__end__"
 """The virtual node a branch goes to when it is finished."""
 
+CONFIG_KEY_NODE_FINISHED = "__pregel_node_finished"
+"""A ``configurable`` key: a callable given each node's name as the node finishes (not
+when it pauses or fails), in subgraphs too; LangGraph's key of the same name and value."""
+
 RESERVED_NAMES = frozenset({START, END, "__interrupt__", "__root__", "__pregel_tasks"})
 
 

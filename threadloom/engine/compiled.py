@@ -213,7 +213,6 @@ class CompiledGraph(ThreadState, GraphApi):
             else:
                 async with self._hold(loop):
                     await loop.run(input)
-                _emit_paused_values(loop, sink)
         except BaseException as exc:
             sink.close(exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -363,15 +362,6 @@ class CompiledGraph(ThreadState, GraphApi):
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, nodes={list(self.nodes)})"
-
-
-def _emit_paused_values(loop: RunLoop, sink: StreamSink) -> None:
-    """The ``values`` event of a run that paused inside a node, as LangGraph streams it:
-    the state with its ``"__interrupt__"`` (the ``updates`` events of a pause are the
-    scheduler's, ``RunLoop._emit_pause``)."""
-    if loop.interrupts and "values" in loop.modes:
-        emit = sink.bind(())
-        emit("values", {**loop.output(), "__interrupt__": tuple(loop.interrupts)})
 
 
 def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:

@@ -25,7 +25,7 @@ from threadloom.checkpoint.base import (
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
-from threadloom.errors import GraphRunError
+from threadloom.errors import GraphRunError, ParentCommand
 from threadloom.redact import mask_urls
 
 if TYPE_CHECKING:
@@ -108,6 +108,11 @@ class Persistence:
         if task.resume:
             writes.append((RESUME, dict(task.resume)))
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+        if gi.interrupts and self.emit is not None:
+            self._emit_interrupt(tuple(gi.interrupts))
+
+    def _emit_interrupt(self, interrupts: tuple[Interrupt, ...]) -> None:
+        raise NotImplementedError
 
     async def _save_unsaved_for(self, task: Task) -> None:
         """With ``durability="exit"``: save the checkpoint held back so far, and re-id
@@ -118,8 +123,8 @@ class Persistence:
         task.id = task_id(base, self.step, task.index, task.name)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:
-        if self.cp is None or isinstance(exc, asyncio.CancelledError):
-            return
+        if self.cp is None or isinstance(exc, asyncio.CancelledError | ParentCommand):
+            return  # (a parent command is control flow, not saved: as LangGraph)
         # repr form, as LangGraph saves it; no credential is ever stored
         text = mask_urls(repr(exc))
         try:

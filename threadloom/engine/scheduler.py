@@ -36,8 +36,8 @@ from threadloom.engine.tasks import (
     task_result,
 )
 from threadloom.engine.writes import ParentCommand
-from threadloom.errors import GraphRecursionError, InvalidUpdateError
-from threadloom.types import Command, Durability, Interrupt
+from threadloom.errors import GraphRecursionError
+from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
@@ -118,6 +118,9 @@ class RunLoop(Persistence):
         self.carried: set[str] = set()  # keys a resume Command updated: in the next save
         self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
         self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
+        self.paused_tasks: list[Task] = []  # the tasks of the step a pause cut short
+        # called with each node's name as it finishes (LangGraph's config hook)
+        self.node_finished = (config.get("configurable") or {}).get(CONFIG_KEY_NODE_FINISHED)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -125,16 +128,18 @@ class RunLoop(Persistence):
             await self._loop(input)
         except ParentCommand as pc:
             await self._save_on_exit(failed=True)
-            if self.namespace:
-                raise
-            raise InvalidUpdateError(
-                f"a node returned Command(graph=Command.PARENT) at super-step {self.step}, "
-                "but this graph is not running as a subgraph"
-            ) from pc
+            if not self.namespace:  # as LangGraph: it leaves invoke() as it is
+                pc.add_note(
+                    f"a node returned Command(graph=Command.PARENT) at super-step "
+                    f"{self.step}, but this graph is not running as a subgraph"
+                )
+            raise
         except BaseException:
             await self._save_on_exit(failed=True)
             raise
         await self._save_on_exit(failed=False)
+        if self.paused_tasks and not self.namespace:
+            self._apply_paused_step()
         return self.output()
 
     # ---------------------------------------------------------------------------------
@@ -156,8 +161,12 @@ class RunLoop(Persistence):
                 return
             results = await self._run(tasks)  # run its tasks, concurrently
             if self.paused:
+                # with durability="exit" the finished tasks' writes are saved now, as
+                # LangGraph saves them on exit, so the resumed step does not run them again
+                await self._record_finished([t for t in tasks if not t.cached])
                 self.step -= 1
                 self._emit_pause(tasks)
+                self.paused_tasks = tasks
                 return
             updated = apply_step(self, tasks, results)  # apply their writes, in task order
             if self.carried:  # a resume Command's update, applied before this step
@@ -239,6 +248,9 @@ class RunLoop(Persistence):
             await self._record_error(task, exc)
             self._emit_task_end(task, error=exc)
             raise
+        else:
+            if self.node_finished is not None:
+                self.node_finished(task.name)
         return [task.result or TaskResult([], [])]
 
     async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
@@ -250,6 +262,8 @@ class RunLoop(Persistence):
                 self.interrupts.extend(t.held)
                 self.paused_with.append(tuple(t.held))
                 self.paused = True
+                if t.held and self.emit is not None:
+                    self._emit_interrupt(tuple(t.held))
             elif t.result is None:
                 todo.append(t)
         self.inline_sync = False
@@ -272,6 +286,8 @@ class RunLoop(Persistence):
                 await self._record_interrupt(task, gi)
                 self._emit_task_end(task, interrupts=gi.interrupts)
                 return
+            if self.node_finished is not None:
+                self.node_finished(task.name)
             if live is not None:
                 live("updates", {task.name: task.result.update_view()})
                 task.streamed = True
@@ -328,10 +344,22 @@ class RunLoop(Persistence):
         if self.sink is not None:
             await self.sink.drained()
 
+    def _emit_interrupt(self, interrupts: tuple[Interrupt, ...]) -> None:
+        """A task's pause, as it happens (as LangGraph): ``{"__interrupt__": (...)}`` in
+        ``updates``, the state so far with its ``"__interrupt__"`` in ``values``."""
+        emit = self.emit
+        if emit is None:
+            return
+        if "updates" in self.modes:
+            emit("updates", {"__interrupt__": interrupts})
+        if "values" in self.modes:
+            emit("values", {**self.output(), "__interrupt__": interrupts})
+
     def _emit_pause(self, tasks: list[Task]) -> None:
         """The ``updates`` events of a run pausing, as LangGraph: each task of the step
-        that finished, then one ``{"__interrupt__": (...)}`` per paused task (one, empty,
-        when it pauses before or after a node, or inside a subgraph's)."""
+        that finished and was not streamed yet, then, when no task's ``interrupt()``
+        paused it (it pauses before or after a node, or at a subgraph's), one empty
+        ``{"__interrupt__": ()}``."""
         emit = self.emit
         if emit is None or self.namespace or "updates" not in self.modes:
             return
@@ -339,8 +367,21 @@ class RunLoop(Persistence):
             if task.result is not None and not task.streamed:
                 extra = _CACHED if task.cached else {}
                 emit("updates", {task.name: task.result.update_view(), **extra})
-        for interrupts in self.paused_with or [()]:
-            emit("updates", {"__interrupt__": interrupts})
+        if not any(self.paused_with):
+            emit("updates", {"__interrupt__": ()})
+
+    def _apply_paused_step(self) -> None:
+        """A top-level run that paused part-way through a step: its finished tasks'
+        writes applied to the state it returns (not saved), with one last ``values``
+        event when they change an output key, as LangGraph."""
+        tasks = [t for t in self.paused_tasks if t.result is not None]
+        if not tasks:
+            return
+        updated = apply_step(self, tasks, [t.result for t in tasks])  # type: ignore[misc]
+        if self.emit is not None and "values" in self.modes and not updated.isdisjoint(
+            self.graph.output_keys
+        ):
+            self.emit("values", self.output())
 
     def _emit_task_end(
         self, task: Task, error: BaseException | None = None, interrupts: Any = ()

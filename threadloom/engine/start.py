@@ -56,7 +56,9 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
     if isinstance(input, Command) and input.resume is None and input.goto == ():
         input = input.update
     if isinstance(input, Command):
-        return await _start_resume(loop, input)
+        started = await _start_resume(loop, input)
+        _emit_resumed_values(loop)
+        return started
     if input is None:
         if loop.saved is None:
             raise EmptyInputError(
@@ -65,8 +67,17 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
             )
         # a replay (a checkpoint_id named) runs the step anew, its saved writes unused
         replay = loop.config_id() is not None
-        return await _continue(loop, loop.saved), None if replay else _continued(loop.saved)
+        planned = await _continue(loop, loop.saved)
+        _emit_resumed_values(loop)
+        return planned, None if replay else _continued(loop.saved)
     return await _start_input(loop, input), None
+
+
+def _emit_resumed_values(loop: RunLoop) -> None:
+    """A run that continues a saved state (``None`` or a ``Command`` as input) streams
+    that state first in ``values`` mode, as LangGraph."""
+    if loop.emit is not None and "values" in loop.modes and loop.versions:
+        loop.emit("values", loop.output())
 
 
 async def _continue(loop: RunLoop, saved: CheckpointTuple) -> Planned:

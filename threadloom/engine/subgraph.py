@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.channels import Reduced
 from threadloom.engine.runtime import GraphInterrupt, TaskContext
 from threadloom.engine.schema import update_from_object
 from threadloom.types import Command
@@ -150,7 +149,8 @@ def child_loop(
         emit=sink.bind(namespace) if sink is not None else None,
         modes=modes,
         durability=parent.durability,
-        blocking_ok=parent.blocking_ok if same_loop else True,
+        # a subgraph run beside other tasks must not block their loop with a sync node
+        blocking_ok=(parent.blocking_ok and parent.inline_sync) if same_loop else True,
         context=parent.context,
         namespace=namespace,
         sink=sink if same_loop else None,
@@ -160,13 +160,15 @@ def child_loop(
     return loop
 
 
-def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:
-    updates: list[dict[str, Any]] = []
-    for key, values in child.written_keys.items():
-        if key not in parent.channels:
-            continue
-        if isinstance(child.channels[key], Reduced) and isinstance(parent.channels[key], Reduced):
-            updates.extend({key: v} for v in values)  # each write, reduced once above
-        elif key in child.values:
-            updates.append({key: child.values[key]})
-    return updates
+def _written_update(parent: RunLoop, child: RunLoop) -> dict[str, Any]:
+    """The subgraph node's update: the final value of each key of the parent's state the
+    subgraph wrote, as LangGraph (whose subgraph returns its final state, so a reduced
+    key's value, input included, goes through the parent's reducer); a key it only
+    carried is left out, so a sibling's write to it is no clash."""
+    values = child.values
+    output = child.graph.output_keys
+    return {
+        key: values[key]
+        for key in child.written_keys
+        if key in parent.channels and key in values and key in output
+    }

@@ -11,21 +11,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from threadloom.engine.schema import update_from_object
-from threadloom.errors import InvalidUpdateError
+from threadloom.errors import InvalidUpdateError, ParentCommand
 from threadloom.types import Command, Send
 
 if TYPE_CHECKING:
     from threadloom.engine.compiled import CompiledGraph
 
 __all__ = ["ParentCommand", "add_update", "writes_of"]
-
-
-class ParentCommand(BaseException):  # noqa: N818 - control flow, not an error
-    """A ``Command(graph=Command.PARENT)`` travelling from a subgraph to its parent node."""
-
-    def __init__(self, command: Command) -> None:
-        super().__init__(command)
-        self.command = command
 
 
 @overload
