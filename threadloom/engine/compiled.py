@@ -18,6 +18,7 @@ from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
+from threadloom.engine.replay import root_config
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -334,7 +335,8 @@ class CompiledGraph(ThreadState):
         context: Any,
         blocking_ok: bool,
     ) -> RunLoop:
-        return RunLoop(
+        cfg, travel = root_config(cfg)  # a subgraph's checkpoint named: run the root
+        loop = RunLoop(
             self,
             cfg,
             checkpointer=self.checkpointer,
@@ -345,6 +347,8 @@ class CompiledGraph(ThreadState):
             context=context,
             sink=sink,
         )
+        loop.travel = travel
+        return loop
 
     @contextlib.asynccontextmanager
     async def _hold(self, loop: RunLoop) -> AsyncIterator[None]:

@@ -56,6 +56,7 @@ class Persistence:
     direct_saves: bool
     paused: bool
     paused_with: list[tuple[Interrupt, ...]]
+    parents: dict[str, str]
 
     def output(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -191,7 +192,7 @@ class Persistence:
             "source": source,
             "step": self.step,
             "writes": {t.name: _written(t) for t in tasks} if tasks else {},
-            "parents": {},
+            "parents": dict(self.parents) if self.parents else {},
         }
 
     async def _save(

@@ -35,6 +35,7 @@ from threadloom.types import Command, Durability, Interrupt
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.replay import Travel
     from threadloom.engine.stream import StreamSink
 
 
@@ -110,6 +111,8 @@ class RunLoop(Persistence):
         self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
         self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
         self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
+        self.travel: Travel | None = None  # a time-travelling run's, shared (replay.py)
+        self.parents: dict[str, str] = {}  # enclosing namespace -> its checkpoint id
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""

@@ -14,6 +14,7 @@ from threadloom.checkpoint.base import (
     SPECIAL_WRITE_CHANNELS,
     CheckpointTuple,
 )
+from threadloom.engine.replay import graph_at, with_checkpoint_map
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
@@ -105,10 +106,10 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     return StateSnapshot(
         values=values,
         next=tuple(names),
-        config=saved.config,
+        config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
         metadata=dict(saved.metadata),
         created_at=cp.get("ts"),
-        parent_config=saved.parent_config,
+        parent_config=with_checkpoint_map(saved.parent_config, saved.metadata),
         tasks=tuple(tasks),
         interrupts=tuple(i for t in tasks for i in t.interrupts),
     )
@@ -225,8 +226,9 @@ async def update_state(
     """
     from threadloom.engine.scheduler import RunLoop
 
+    target = graph_at(graph, cfg)  # a subgraph's checkpoint: updated as that graph's
     loop = RunLoop(
-        graph,
+        target,
         cfg,
         checkpointer=cp,
         emit=None,
@@ -239,9 +241,9 @@ async def update_state(
     # up to busy_timeout) from the read to the write: an update racing a live run in
     # another process would otherwise fork the chain and be lost.
     async with graph._hold(loop):  # noqa: SLF001
-        config = await _update_held(graph, loop, cfg, cp, values, as_node)
+        config = await _update_held(target, loop, cfg, cp, values, as_node)
     conf = {k: v for k, v in config["configurable"].items() if k != "__lease_token"}
-    return {**config, "configurable": conf}
+    return with_checkpoint_map({**config, "configurable": conf}, {"parents": loop.parents})  # type: ignore[return-value]
 
 
 async def _update_held(
@@ -259,6 +261,7 @@ async def _update_held(
     if saved is not None:
         loop.saved = saved
         restore(loop, saved.checkpoint)
+        loop.parents = dict(saved.metadata.get("parents") or {})
     else:
         loop.step = -1  # the update is the thread's first checkpoint: step 0
     loop.checkpoint_config = loop.fenced(saved.config if saved else loop.checkpoint_config)
@@ -282,6 +285,11 @@ async def _update_held(
     saving = loop.save("update", updated, [meta_task], planned)
     if saving is not None:
         await saving
+    if saved is not None and cfg["configurable"].get("checkpoint_ns"):
+        from threadloom.engine.subgraph import CARRIER, carried_through_update
+
+        if carried := carried_through_update(saved, writes):
+            await loop.cp_call("put_writes", loop.checkpoint_config, carried, CARRIER)
     return loop.checkpoint_config
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
 from threadloom.engine.apply import apply_from
+from threadloom.engine.replay import begin as begin_travel
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult, task_id
@@ -52,6 +53,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
         _refuse_foreign_state(loop, loop.saved)
         restore(loop, loop.saved.checkpoint)
         loop.checkpoint_config = loop.fenced(loop.saved.config)
+        begin_travel(loop, input, loop.saved)
     if isinstance(input, Command) and input.resume is None and input.goto == ():
         input = input.update
     if isinstance(input, Command):

@@ -1,0 +1,207 @@
+"""Time travel with subgraphs (issue 15), as LangGraph.
+
+Two things a replay of a parent with a subgraph must get right:
+
+* a config naming a subgraph's own checkpoint (``get_state(subgraphs=True).tasks[i].state
+  .config``, or a subgraph's ``update_state`` fork) replays the *parent* graph, which goes
+  into the subgraph at that checkpoint: the config carries a ``checkpoint_map``
+  (namespace -> checkpoint id, the root's under ``""``) that says where each level stands;
+* a stateful subgraph (``checkpointer=True``) replayed with its parent loads the state it
+  had at the replayed parent checkpoint (its newest one older than it), not its latest;
+  later calls of it in the same run load its latest as usual.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from threadloom import START, StateGraph
+from threadloom.engine.runtime import interrupt
+from threadloom.types import Command
+
+
+class Log(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+def _asker(called: list[str]) -> Any:
+    """A subgraph: step_a, then ask_1 and ask_2, each asking a question."""
+
+    def step_a(state: Log) -> dict[str, Any]:
+        called.append("step_a")
+        return {"value": ["a"]}
+
+    def ask(name: str) -> Any:
+        def node(state: Log) -> dict[str, Any]:
+            called.append(name)
+            return {"value": [f"{name}:{interrupt(name + '?')}"]}
+
+        return node
+
+    sub = StateGraph(Log)
+    sub.add_node("step_a", step_a)
+    sub.add_node("ask_1", ask("ask_1"))
+    sub.add_node("ask_2", ask("ask_2"))
+    sub.add_edge(START, "step_a")
+    sub.add_edge("step_a", "ask_1")
+    sub.add_edge("ask_1", "ask_2")
+    return sub.compile(checkpointer=True)
+
+
+def _parent(sub: Any, checkpointer: Any, called: list[str]) -> Any:
+    def post(state: Log) -> dict[str, Any]:
+        called.append("post")
+        return {"value": ["post"]}
+
+    parent = StateGraph(Log)
+    parent.add_node("executor", sub)
+    parent.add_node("post", post)
+    parent.add_edge(START, "executor")
+    parent.add_edge("executor", "post")
+    return parent.compile(checkpointer=checkpointer)
+
+
+def test_replay_from_a_subgraph_checkpoint_runs_the_parent_into_it(checkpointer, thread_id):
+    called: list[str] = []
+    app = _parent(_asker(called), checkpointer, called)
+    app.invoke({"value": []}, thread_id=thread_id)
+    sub_config = app.get_state(thread_id=thread_id, subgraphs=True).tasks[0].state.config
+    conf = sub_config["configurable"]
+    assert conf["checkpoint_ns"] == "executor"
+    assert conf["checkpoint_map"]["executor"] == conf["checkpoint_id"]
+    root_id = conf["checkpoint_map"][""]
+    app.invoke(Command(resume="x1"), thread_id=thread_id)
+    done = app.invoke(Command(resume="x2"), thread_id=thread_id)
+    assert done["value"] == ["a", "ask_1:x1", "ask_2:x2", "post"]
+
+    called.clear()
+    out = app.invoke(None, sub_config)  # back to the first question
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    assert called == ["ask_1"]  # step_a ran before that checkpoint: not again
+    [fork, *_] = app.get_state_history(thread_id=thread_id)
+    assert (fork.metadata["source"], fork.next) == ("fork", ("executor",))
+    assert fork.parent_config["configurable"]["checkpoint_id"] == root_id
+
+    app.invoke(Command(resume="n1"), thread_id=thread_id)
+    done = app.invoke(Command(resume="n2"), thread_id=thread_id)
+    assert done["value"] == ["a", "ask_1:n1", "ask_2:n2", "post"]
+    assert called[-1] == "post"
+
+
+def test_resume_and_fork_from_a_subgraph_checkpoint(checkpointer, thread_id):
+    called: list[str] = []
+    app = _parent(_asker(called), checkpointer, called)
+    app.invoke({"value": []}, thread_id=thread_id)
+    app.invoke(Command(resume="x1"), thread_id=thread_id)
+    at_second = app.get_state(thread_id=thread_id, subgraphs=True).tasks[0].state.config
+    app.invoke(Command(resume="x2"), thread_id=thread_id)
+
+    called.clear()  # answer the replayed checkpoint's question straight away
+    done = app.invoke(Command(resume="r2"), at_second)
+    assert done["value"] == ["a", "ask_1:x1", "ask_2:r2", "post"]
+    assert called == ["ask_2", "post"]
+
+    called.clear()  # fork the subgraph's checkpoint, then run the fork
+    fork = app.update_state(at_second, {"value": ["forked"]})
+    assert fork["configurable"]["checkpoint_ns"] == "executor"
+    assert set(fork["configurable"]["checkpoint_map"]) == {"", "executor"}
+    out = app.invoke(None, fork)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_2?"]
+    assert called == ["ask_2"]
+    done = app.invoke(Command(resume="f2"), thread_id=thread_id)
+    assert done["value"] == ["a", "ask_1:x1", "forked", "ask_2:f2", "post"]
+
+
+def test_replay_into_a_subgraph_two_levels_down(checkpointer, thread_id):
+    called: list[str] = []
+    middle = StateGraph(Log)
+    middle.add_node("inner", _asker(called))
+    middle.add_edge(START, "inner")
+    parent = StateGraph(Log)
+    parent.add_node("outer", middle.compile(checkpointer=True))
+    parent.add_edge(START, "outer")
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"value": []}, thread_id=thread_id)
+    mid = app.get_state(thread_id=thread_id, subgraphs=True).tasks[0].state
+    inner_config = mid.tasks[0].state.config
+    assert set(inner_config["configurable"]["checkpoint_map"]) == {"", "outer", "outer|inner"}
+    app.invoke(Command(resume="x1"), thread_id=thread_id)
+    app.invoke(Command(resume="x2"), thread_id=thread_id)
+
+    called.clear()
+    out = app.invoke(None, inner_config)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    assert called == ["ask_1"]
+    app.invoke(Command(resume="n1"), thread_id=thread_id)
+    done = app.invoke(Command(resume="n2"), thread_id=thread_id)
+    assert done["value"] == ["a", "ask_1:n1", "ask_2:n2"]
+
+
+def _counting_sub(seen: list[list[str]]) -> Any:
+    def step(state: Log) -> dict[str, Any]:
+        seen.append(list(state["value"]))
+        return {"value": ["s"]}
+
+    sub = StateGraph(Log)
+    sub.add_node("step", step)
+    sub.add_edge(START, "step")
+    return sub.compile(checkpointer=True)
+
+
+class Outer(TypedDict):
+    trail: Annotated[list[str], operator.add]
+
+
+@pytest.mark.parametrize("how", ["replay", "fork"])
+def test_stateful_subgraph_loads_its_state_at_the_replayed_checkpoint(
+    checkpointer, thread_id, how
+):
+    seen: list[list[str]] = []
+    sub = _counting_sub(seen)
+
+    parent = StateGraph(Outer)
+    parent.add_node("pre", lambda s: {"trail": ["pre"]})
+    parent.add_node("sub_node", sub)
+    parent.add_edge(START, "pre")
+    parent.add_edge("pre", "sub_node")
+    app = parent.compile(checkpointer=checkpointer)
+    for _ in range(3):
+        app.invoke({"trail": []}, thread_id=thread_id)
+    assert seen == [[], ["s"], ["s", "s"]]
+    history = list(app.get_state_history(thread_id=thread_id))
+    second = [s for s in history if s.next == ("sub_node",)][1]  # the 2nd invocation's
+    config = second.config
+    if how == "fork":
+        config = app.update_state(config, {"trail": ["forked"]})
+    seen.clear()
+    app.invoke(None, config)
+    assert seen == [["s"]]  # what it held when the 2nd invocation reached it
+    seen.clear()
+    app.invoke({"trail": []}, thread_id=thread_id)  # a new run: its latest state
+    assert seen == [["s", "s"]]
+
+
+def test_subgraph_called_in_a_loop_loads_the_replayed_state_once(checkpointer, thread_id):
+    seen: list[list[str]] = []
+    sub = _counting_sub(seen)
+
+    def again(state: Outer) -> str:
+        return "pre" if state["trail"].count("p") < 2 else "__end__"
+
+    parent = StateGraph(Outer)
+    parent.add_node("pre", lambda s: {"trail": ["p"]})
+    parent.add_node("sub_node", sub)
+    parent.add_edge(START, "pre")
+    parent.add_edge("pre", "sub_node")
+    parent.add_conditional_edges("sub_node", again, ["pre", "__end__"])
+    app = parent.compile(checkpointer=checkpointer)
+    app.invoke({"trail": []}, thread_id=thread_id)
+    assert seen == [[], ["s"]]
+    first = [s for s in app.get_state_history(thread_id=thread_id)
+             if s.next == ("sub_node",)][-1]
+    seen.clear()
+    app.invoke(None, first.config)
+    assert seen == [[], ["s"]]  # first call: as then; the loop's second: its new latest
