@@ -205,3 +205,19 @@ def test_subgraph_called_in_a_loop_loads_the_replayed_state_once(checkpointer, t
     seen.clear()
     app.invoke(None, first.config)
     assert seen == [[], ["s"]]  # first call: as then; the loop's second: its new latest
+
+
+def test_resume_with_the_config_of_a_replayed_subgraph_fork(checkpointer, thread_id):
+    """The fork's question, asked again by a replay, is answered with the fork's config:
+    the root's record names the first asking's interrupt, the fork waits on its own."""
+    called: list[str] = []
+    app = _parent(_asker(called), checkpointer, called)
+    app.invoke({"value": []}, thread_id=thread_id)
+    at_first = app.get_state(thread_id=thread_id, subgraphs=True).tasks[0].state.config
+    fork = app.update_state(at_first, {"value": ["forked"]})
+    out = app.invoke(None, fork)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    out = app.invoke(Command(resume="n1"), fork)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_2?"]
+    done = app.invoke(Command(resume="n2"), thread_id=thread_id)
+    assert done["value"] == ["a", "forked", "ask_1:n1", "ask_2:n2", "post"]

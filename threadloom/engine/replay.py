@@ -155,3 +155,4 @@ def graph_at(graph: Any, config: dict[str, Any]) -> Any:
             return graph
         found = child
     return found
+

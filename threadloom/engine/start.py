@@ -112,6 +112,8 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
     value = cmd.resume
     ids = [i.id for interrupts in pending.values() for i in interrupts]
     thread = loop.config.get("configurable", {}).get("thread_id")
+    if loop.namespace:
+        value = _as_answered_here(value, ids)
     if isinstance(value, Mapping) and value and all(is_interrupt_id(k) for k in value):
         # A resume map: each named interrupt gets its answer; a paused task none of whose
         # interrupts is named stays paused (it does not run), as in LangGraph.
@@ -143,6 +145,16 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
     if cmd.update is not None or cmd.goto:
         planned = planned.with_command(loop, cmd)
     return planned, resume
+
+
+def _as_answered_here(value: Any, ids: list[str]) -> Any:
+    """A subgraph's resume from its parent task: the parent's one answer names the
+    interrupt the parent recorded; after time travel the subgraph may wait on that same
+    question under another id (a fork, a replay since). As LangGraph's resume value, the
+    lone answer then answers the lone question."""
+    if len(ids) == 1 and isinstance(value, Mapping) and len(value) == 1 and ids[0] not in value:
+        return {ids[0]: next(iter(value.values()))}
+    return value
 
 
 def _continued(saved: CheckpointTuple) -> Resume | None:
