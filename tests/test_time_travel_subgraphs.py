@@ -248,3 +248,38 @@ def test_resume_with_the_config_of_a_replayed_subgraph_fork(checkpointer, thread
     assert [i.value for i in out["__interrupt__"]] == ["ask_2?"]
     done = app.invoke(Command(resume="n2"), thread_id=thread_id)
     assert done["value"] == ["a", "forked", "ask_1:n1", "ask_2:n2", "post"]
+
+
+async def test_async_replay_fork_and_stateful_replay(checkpointer, thread_id):
+    """The async entry points take the same paths (the stores' async reads)."""
+    called: list[str] = []
+    app = _parent(_asker(called), checkpointer, called)
+    await app.ainvoke({"value": []}, thread_id=thread_id)
+    snap = await app.aget_state(thread_id=thread_id, subgraphs=True)
+    at_first = snap.tasks[0].state.config
+    await app.ainvoke(Command(resume="x1"), thread_id=thread_id)
+    await app.ainvoke(Command(resume="x2"), thread_id=thread_id)
+    called.clear()
+    out = await app.ainvoke(None, at_first)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    assert called == ["ask_1"]
+    fork = await app.aupdate_state(at_first, {"value": ["forked"]})
+    out = await app.ainvoke(None, fork)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    await app.ainvoke(Command(resume="n1"), thread_id=thread_id)
+    done = await app.ainvoke(Command(resume="n2"), thread_id=thread_id)
+    assert done["value"] == ["a", "forked", "ask_1:n1", "ask_2:n2", "post"]
+
+    seen: list[list[str]] = []
+    parent = StateGraph(Outer)
+    parent.add_node("sub_node", _counting_sub(seen))
+    parent.add_edge(START, "sub_node")
+    counting = parent.compile(checkpointer=checkpointer)
+    other = thread_id + "-b"
+    for _ in range(2):
+        await counting.ainvoke({"trail": []}, thread_id=other)
+    history = [s async for s in counting.aget_state_history(thread_id=other)]
+    second = [s for s in history if s.next == ("sub_node",)][0]
+    seen.clear()
+    await counting.ainvoke(None, second.config)
+    assert seen == [["s"]]
