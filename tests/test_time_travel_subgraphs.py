@@ -283,3 +283,25 @@ async def test_async_replay_fork_and_stateful_replay(checkpointer, thread_id):
     seen.clear()
     await counting.ainvoke(None, second.config)
     assert seen == [["s"]]
+
+
+def test_stateful_graph_invoked_in_a_node_loads_the_replayed_state(checkpointer, thread_id):
+    seen: list[list[str]] = []
+    sub = _counting_sub(seen)
+
+    def call(state: Outer) -> dict[str, Any]:
+        sub.invoke({"value": []})
+        return {"trail": ["c"]}
+
+    parent = StateGraph(Outer)
+    parent.add_node("pre", lambda s: {"trail": ["p"]})
+    parent.add_node("call", call)
+    parent.add_edge(START, "pre")
+    parent.add_edge("pre", "call")
+    app = parent.compile(checkpointer=checkpointer)
+    for _ in range(3):
+        app.invoke({"trail": []}, thread_id=thread_id)
+    second = [s for s in app.get_state_history(thread_id=thread_id) if s.next == ("call",)][1]
+    seen.clear()
+    app.invoke(None, second.config)
+    assert seen == [["s"]]
