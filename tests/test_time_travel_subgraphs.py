@@ -305,3 +305,17 @@ def test_stateful_graph_invoked_in_a_node_loads_the_replayed_state(checkpointer,
     seen.clear()
     app.invoke(None, second.config)
     assert seen == [["s"]]
+
+
+def test_streamed_subgraph_checkpoints_carry_the_checkpoint_map(checkpointer, thread_id):
+    """The ``checkpoints`` mode gives a subgraph checkpoint's config as history does."""
+    called: list[str] = []
+    app = _parent(_asker(called), checkpointer, called)
+    events = list(app.stream({"value": []}, thread_id=thread_id, stream_mode="checkpoints",
+                             subgraphs=True))
+    streamed = [e["config"] for ns, e in events if ns]
+    assert streamed
+    sub = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "executor"}}
+    history = [s.config for s in app.get_state_history(sub)]
+    assert streamed == history[::-1]
+    assert all(set(c["configurable"]["checkpoint_map"]) == {"", "executor"} for c in streamed)
