@@ -72,8 +72,10 @@ def root_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], Travel | None]:
     targets = conf.get(MAP)
     if not conf.get("checkpoint_ns") and not targets:
         return cfg, None
-    conf = {k: v for k, v in conf.items() if k not in (MAP, "checkpoint_id")}
-    conf["checkpoint_ns"] = ""
+    conf = {k: v for k, v in conf.items() if k != MAP}
+    if conf.get("checkpoint_ns"):  # a subgraph's checkpoint id: not the root's
+        conf.pop("checkpoint_id", None)
+        conf["checkpoint_ns"] = ""
     travel = None
     if isinstance(targets, dict) and targets:
         if targets.get(""):
