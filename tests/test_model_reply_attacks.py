@@ -204,3 +204,40 @@ def test_the_cap_holds_for_streamed_replies(provider_server, openai_model):
     provider_server.queue(_sse(body))
     with pytest.raises(ModelError, match="300 tool calls"):
         openai_model(streaming=True).invoke([HumanMessage("hi")])
+
+
+def test_the_agent_streaming_callback_path_keeps_the_models_own_cap(provider_server,
+                                                                    openai_model):
+    """With ``streaming_callback`` the agent assembles the reply itself; it must apply the
+    model's ``max_tool_calls`` (raised or lowered), not the default cap."""
+    deltas = [{"index": i, "id": f"c{i}", "function": {"name": "get_weather",
+                                                       "arguments": '{"city": "Oslo"}'}}
+              for i in range(150)]
+    body = sse_body([_chunk(choices=[{"index": 0, "delta": {"tool_calls": deltas}}]),
+                     _chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+                     "[DONE]"])
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather of a city."""
+        ran.append(city)
+        return "sunny"
+
+    raised = openai_model(streaming=True)
+    raised.max_tool_calls = 200
+    provider_server.queue(_sse(body))
+    provider_server.queue(_sse(sse_body([
+        _chunk(choices=[{"index": 0, "delta": {"role": "assistant", "content": "done"}}]),
+        _chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]), "[DONE]"])))
+    chunks: list[Any] = []
+    agent = create_agent(raised, tools=[get_weather], streaming_callback=chunks.append)
+    out = agent.invoke({"messages": [HumanMessage("weather?")]})
+    assert len(ran) == 150 and out["messages"][-1].content == "done" and chunks
+
+    lowered = openai_model(streaming=True)
+    lowered.max_tool_calls = 100
+    provider_server.queue(_sse(body))
+    agent = create_agent(lowered, tools=[get_weather], streaming_callback=chunks.append)
+    with pytest.raises(ModelError, match="150 tool calls, more than max_tool_calls=100"):
+        agent.invoke({"messages": [HumanMessage("weather?")]})

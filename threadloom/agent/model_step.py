@@ -329,7 +329,7 @@ class ModelStep:
                                        response_format=response_format, **kwargs)
         from threadloom.models.tool_calls import ChunkAccumulator
 
-        acc = ChunkAccumulator()
+        acc = ChunkAccumulator.for_model(model)
         async for chunk in model.astream(messages, tools=tools or None, tool_choice=tool_choice,
                                          response_format=response_format, **kwargs):
             result = callback(chunk)

@@ -14,6 +14,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
+from threadloom.engine.command_writes import grouped as saved_commands
+from threadloom.engine.command_writes import is_command_task
 from threadloom.engine.tasks import TaskResult
 from threadloom.errors import InvalidRouteError
 from threadloom.types import END, Command, Send
@@ -49,16 +51,21 @@ class Planned:
 
     def with_command(self, loop: RunLoop, cmd: Command) -> Planned:
         """Apply a resume ``Command``'s ``update`` now and add its ``goto`` targets."""
-        if cmd.update is not None:
-            from threadloom.engine.apply import apply_writes
-            from threadloom.engine.writes import writes_of
+        from threadloom.engine.command_writes import command_writes
 
-            writes = writes_of(loop.graph, "__resume__", cmd.update, loop.step)[0]
-            apply_writes(loop, writes, ["__resume__"] * len(writes))
+        writes = command_writes(loop, cmd)[:-1]  # the update (the last is the goto)
+        return self.with_command_writes(loop, writes, cmd.goto_list())
+
+    def with_command_writes(self, loop: RunLoop, writes: list[tuple[str, Any]],
+                            goto: list[Any]) -> Planned:
+        """Apply a Command's update ``writes`` now and add its ``goto`` targets."""
+        from threadloom.engine.command_writes import COMMAND_NODE, apply_command
+
+        apply_command(loop, writes)
         names = dict.fromkeys(self.tasks)
         sends = list(self.sends)
-        for target in cmd.goto_list():
-            _add_target(loop, "__resume__", target, names, sends)
+        for target in goto:
+            _add_target(loop, COMMAND_NODE, target, names, sends)
         return Planned(list(names), sends, self.pending)
 
 
@@ -92,8 +99,14 @@ def plan_from_saved(loop: RunLoop, saved: CheckpointTuple) -> Planned:
             elif w.channel not in SPECIAL_WRITE_CHANNELS:
                 grouped.setdefault(w.task_id, []).append((w.channel, w.value))
         for tid, goto in done.items():
+            if is_command_task(tid):
+                continue
             targets = [g if isinstance(g, str) else Send(g["node"], g.get("arg")) for g in goto]
             pending[tid] = TaskResult(grouped.get(tid, []), targets)
+        planned = Planned(names, sends, pending)
+        for writes, goto_targets in saved_commands(saved.pending_writes):
+            planned = planned.with_command_writes(loop, writes, goto_targets)
+        return planned
     return Planned(names, sends, pending)
 
 

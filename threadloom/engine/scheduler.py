@@ -109,6 +109,7 @@ class RunLoop(Persistence):
         self.plain_ids = checkpointer is None and not namespace
         self.resuming = False  # the run continues a saved one (None or Command input)
         self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
+        self.carried: set[str] = set()  # keys a resume Command updated: in the next save
         self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
         self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
         self.travel: Travel | None = None  # a time-travelling run's, shared (replay.py)
@@ -155,6 +156,9 @@ class RunLoop(Persistence):
                 self._emit_pause(tasks)
                 return
             updated = apply_step(self, tasks, results)  # apply their writes, in task order
+            if self.carried:  # a resume Command's update, applied before this step
+                updated |= self.carried
+                self.carried = set()
             planned = await next_tasks(self, tasks, results)  # route: the next step's plan
             if self.cp is not None:  # save the checkpoint
                 saving = self.save("loop", updated, tasks, planned)

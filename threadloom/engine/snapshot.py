@@ -14,6 +14,7 @@ from threadloom.checkpoint.base import (
     SPECIAL_WRITE_CHANNELS,
     CheckpointTuple,
 )
+from threadloom.engine.command_writes import command_view
 from threadloom.engine.replay import graph_at, with_checkpoint_map
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
@@ -131,6 +132,7 @@ def latest_view(
         return StateSnapshot({}, (), cfg, None, None, None, (), ())
     snap = to_snapshot(graph, saved)
     if saved.pending_writes and not cfg["configurable"].get("checkpoint_id"):
+        snap = snap._replace(values=command_view(graph, saved, snap.values))
         snap = with_finished_tasks(graph, saved, snap)
     return snap
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
 from threadloom.engine.apply import apply_from
+from threadloom.engine.command_writes import command_writes, next_command_task
 from threadloom.engine.replay import begin as begin_travel
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
@@ -57,7 +58,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
     if isinstance(input, Command) and input.resume is None and input.goto == ():
         input = input.update
     if isinstance(input, Command):
-        return _start_resume(loop, input)
+        return await _start_resume(loop, input)
     if input is None:
         if loop.saved is None:
             raise EmptyInputError(
@@ -95,8 +96,10 @@ async def _save_fork(
         await put_start_writes(loop, pending)
 
 
-def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
+async def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume | None]:
     if loop.saved is None:
+        if cmd.resume is None:  # update and goto on a new thread: its first input, as LangGraph
+            return await _start_input(loop, cmd.update or {}, cmd.goto_list()), None
         raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
     if cmd.resume is not None and not loop.saved.checkpoint.get("next") and not any(
         w.channel == INTERRUPT for w in loop.saved.pending_writes
@@ -140,10 +143,12 @@ def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume]:
     else:
         for tid, interrupts in pending.items():
             answers = previous.get(tid, {})
-            # a task paused by its subgraph's interrupt_before has no interrupt to answer
-            resume[tid] = {**answers, interrupts[0].id: value} if interrupts else answers
+            # a task paused by its subgraph's interrupt_before has no interrupt to answer;
+            # a Command without resume (update/goto only) answers none: the task asks again
+            answering = bool(interrupts) and cmd.resume is not None
+            resume[tid] = {**answers, interrupts[0].id: value} if answering else answers
     if cmd.update is not None or cmd.goto:
-        planned = planned.with_command(loop, cmd)
+        planned = await _with_command(loop, planned, cmd)
     return planned, resume
 
 
@@ -155,6 +160,17 @@ def _as_answered_here(value: Any, ids: list[str]) -> Any:
     if len(ids) == 1 and isinstance(value, Mapping) and len(value) == 1 and ids[0] not in value:
         return {ids[0]: next(iter(value.values()))}
     return value
+
+
+async def _with_command(loop: RunLoop, planned: Planned, cmd: Command) -> Planned:
+    """Save ``cmd``'s update and goto as writes of the paused checkpoint (so a step that
+    pauses again keeps them, as LangGraph's null-task writes), then apply them."""
+    writes = command_writes(loop, cmd)
+    if loop.cp is not None and loop.durability != "exit" and loop.saved is not None:
+        await loop._flush_pending_put()  # noqa: SLF001
+        await loop.cp_call("put_writes", loop.checkpoint_config, writes,
+                           next_command_task(loop.saved.pending_writes))
+    return planned.with_command_writes(loop, writes[:-1], cmd.goto_list())
 
 
 def _continued(saved: CheckpointTuple) -> Resume | None:
@@ -191,7 +207,7 @@ def paused_tasks(
     return previous, pending
 
 
-async def _start_input(loop: RunLoop, input: Any) -> Planned:
+async def _start_input(loop: RunLoop, input: Any, goto: list[Any] | None = None) -> Planned:
     writes = writes_of(loop.graph, START, input, loop.step + 1, input_mode=True)
     if loop.graph.validate_input is not None:
         present = set(loop.values)
@@ -199,7 +215,7 @@ async def _start_input(loop: RunLoop, input: Any) -> Planned:
     loop.step += 1
     if loop.cp is not None:
         await _save_input(loop, writes)
-    return await run_start_step(loop, writes)
+    return await run_start_step(loop, writes, goto)
 
 
 async def _save_input(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
@@ -222,13 +238,14 @@ async def put_start_writes(loop: RunLoop, writes: list[tuple[str, Any]]) -> None
     )
 
 
-async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]]) -> Planned:
+async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]],
+                         goto: list[Any] | None = None) -> Planned:
     """The START step (LangGraph's ``__start__`` task): apply the input ``writes``, route
     from START, save the step's ``"loop"`` checkpoint; return the first node step's plan."""
     loop.step += 1
     updated = apply_from(loop, writes, START, loop.step)
     start = Task.virtual_start()
-    start.result = TaskResult(writes, [])
+    start.result = TaskResult(writes, list(goto or ()))
     planned = await next_tasks(loop, [start], [start.result])
     if loop.cp is not None:
         saving = loop.save("loop", updated, [start], planned)

@@ -179,7 +179,7 @@ class RecordingChatModel(BaseChatModel):
                **kwargs: Any) -> Iterator[AIMessageChunk]:
         """As ``inner.stream``; records the assembled reply once the stream ends."""
         call = self._prepare(messages, tools, tool_choice, response_format, kwargs)
-        acc = ChunkAccumulator()
+        acc = ChunkAccumulator.for_model(self.inner)
         for chunk in self.inner.stream(call[0], tools=tools, tool_choice=tool_choice,
                                        response_format=response_format, **kwargs):
             acc.add(chunk)
@@ -191,7 +191,7 @@ class RecordingChatModel(BaseChatModel):
                       **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
         """As ``inner.astream``; records the assembled reply once the stream ends."""
         call = self._prepare(messages, tools, tool_choice, response_format, kwargs)
-        acc = ChunkAccumulator()
+        acc = ChunkAccumulator.for_model(self.inner)
         async for chunk in self.inner.astream(call[0], tools=tools, tool_choice=tool_choice,
                                               response_format=response_format, **kwargs):
             acc.add(chunk)

@@ -210,6 +210,18 @@ class ChunkAccumulator:
         self._meta: dict[str, Any] = {}
         self._extra: dict[str, Any] = {}
 
+    @classmethod
+    def for_model(cls, model: Any) -> ChunkAccumulator:
+        """An accumulator with ``model``'s own ``max_tool_calls`` cap and error name.
+
+        For code that assembles a model's streamed chunks itself (the agent's
+        ``streaming_callback`` path, the cassette): a model without the attribute gets the
+        default cap (``MAX_TOOL_CALLS``).
+        """
+        where = getattr(model, "where", None) or type(model).__name__
+        return cls(max_tool_calls=getattr(model, "max_tool_calls", MAX_TOOL_CALLS),
+                   where=str(where))
+
     def add(self, chunk: AIMessageChunk) -> None:
         """Fold one chunk in."""
         if self._id is None and chunk.id:

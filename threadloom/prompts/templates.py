@@ -313,10 +313,32 @@ class ChatPromptTemplate:
             raise PromptTemplateError(f"template render error: {exc}") from exc
         except RecursionError:
             raise RenderBudgetError("template recursion too deep", limit="steps") from None
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+            if isinstance(exc, PromptTemplateError):
+                raise
+            raise PromptTemplateError(
+                f"template render error{_template_line(exc)}: {type(exc).__name__}: {exc}"
+            ) from exc
         finally:
             chunks.close()
             deactivate(token)
         return "".join(parts), budget
+
+
+def _template_line(exc: BaseException) -> str:
+    """`` at line N`` of the template frame where ``exc`` was raised ('' if none is found).
+
+    Jinja2 rewrites a render's traceback so that template frames carry the template's own
+    line numbers (their globals hold ``__jinja_exception__``); the innermost such frame is
+    the failing expression.
+    """
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if "__jinja_exception__" in tb.tb_frame.f_globals:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" at line {line}" if line is not None else ""
 
 
 def merge_system_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
