@@ -288,6 +288,10 @@ def _plain_metadata(meta: Mapping[str, Any]) -> bool:
         return False
     if type(meta.get("source", "")) is not str or type(meta.get("step", 0)) is not int:
         return False
-    if meta.get("parents"):
+    parents = meta.get("parents", {})  # a subgraph's: namespace -> checkpoint id
+    if type(parents) is not dict or TAG in parents:
         return False
+    for k, v in parents.items():
+        if type(k) is not str or type(v) is not str:
+            return False
     return _plain_writes(meta.get("writes", {}))

@@ -101,6 +101,7 @@ def _restore(loop: RunLoop, saved: CheckpointTuple | None) -> None:
     if saved is not None:
         loop.saved = saved
         restore(loop, saved.checkpoint)
+        loop.parents = dict(saved.metadata.get("parents") or {})
     else:
         loop.step = -1  # the update is the thread's first checkpoint: step 0
     loop.checkpoint_config = loop.fenced(saved.config if saved else loop.checkpoint_config)
@@ -147,6 +148,11 @@ async def _apply(
         await saving
     if saved is not None and loop.durability != "exit":
         await _record_results(loop, saved, updates, results)
+    if saved is not None and loop.config["configurable"].get("checkpoint_ns"):
+        from threadloom.engine.subgraph import CARRIER, carried_through_update
+
+        if carried := carried_through_update(saved, writes):
+            await loop.cp_call("put_writes", loop.checkpoint_config, carried, CARRIER)
     return loop.checkpoint_config
 
 

@@ -20,6 +20,7 @@ from threadloom.engine.graph_api import GraphApi, merge_bound_config
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
+from threadloom.engine.replay import root_config
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -337,7 +338,8 @@ class CompiledGraph(ThreadState, GraphApi):
         context: Any,
         blocking_ok: bool,
     ) -> RunLoop:
-        return RunLoop(
+        cfg, travel = root_config(cfg)  # a subgraph's checkpoint named: run the root
+        loop = RunLoop(
             self,
             cfg,
             checkpointer=self.checkpointer,
@@ -348,6 +350,8 @@ class CompiledGraph(ThreadState, GraphApi):
             context=context,
             sink=sink,
         )
+        loop.travel = travel
+        return loop
 
     @contextlib.asynccontextmanager
     async def _hold(self, loop: RunLoop) -> AsyncIterator[None]:

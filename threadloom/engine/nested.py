@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import INTERRUPT
+from threadloom.engine.replay import place
 from threadloom.engine.runtime import GraphInterrupt, current_task
 from threadloom.types import Command
 
@@ -62,8 +63,11 @@ async def run_nested(loop: RunLoop, answers: dict[str, Any], input: Any) -> dict
     Raises:
         GraphInterrupt: the nested graph paused; the calling task pauses with it.
     """
+    named = loop.travel is not None and await place(loop, not answers)  # replay.py
     if answers and await _paused(loop):
         input = Command(resume=answers)
+    elif named:  # the config named this graph's checkpoint: it goes on from there
+        input = None
     elif isinstance(input, dict):  # as a subgraph node: the keys of its input schema
         keys = loop.graph.input_keys
         input = {k: v for k, v in input.items() if k in keys}

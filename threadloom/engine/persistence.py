@@ -22,6 +22,7 @@ from threadloom.checkpoint.base import (
     make_config,
     new_checkpoint_id_ts,
 )
+from threadloom.engine.replay import with_checkpoint_map
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
@@ -56,6 +57,7 @@ class Persistence:
     direct_saves: bool
     paused: bool
     paused_with: list[tuple[Interrupt, ...]]
+    parents: dict[str, str]
 
     def output(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -197,7 +199,7 @@ class Persistence:
             "source": source,
             "step": self.step,
             "writes": {t.name: _written(t) for t in tasks} if tasks else {},
-            "parents": {},
+            "parents": dict(self.parents) if self.parents else {},
         }
 
     async def _save(
@@ -276,8 +278,10 @@ class Persistence:
             step = self.step + 1
             event = {
                 "id": cid,
-                "config": make_config(thread, ns, cid),
-                "parent_config": make_config(thread, ns, parent_id) if parent_id else None,
+                # a subgraph's, with its checkpoint_map, as get_state gives it (replay.py)
+                "config": with_checkpoint_map(make_config(thread, ns, cid), metadata),
+                "parent_config": with_checkpoint_map(make_config(thread, ns, parent_id), metadata)
+                if parent_id else None,
                 "metadata": metadata,
                 "next": names,
                 "values": self.output(),

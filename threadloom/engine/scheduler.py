@@ -42,6 +42,7 @@ from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Inte
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.replay import Travel
     from threadloom.engine.stream import StreamSink
 
 
@@ -121,6 +122,8 @@ class RunLoop(Persistence):
         self.paused_tasks: list[Task] = []  # the tasks of the step a pause cut short
         # called with each node's name as it finishes (LangGraph's config hook)
         self.node_finished = (config.get("configurable") or {}).get(CONFIG_KEY_NODE_FINISHED)
+        self.travel: Travel | None = None  # a time-travelling run's, shared (replay.py)
+        self.parents: dict[str, str] = {}  # enclosing namespace -> its checkpoint id
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""

@@ -15,6 +15,7 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
 )
 from threadloom.engine.command_writes import command_view
+from threadloom.engine.replay import graph_at, with_checkpoint_map
 from threadloom.engine.results import with_step_results
 from threadloom.engine.routing import Planned, plan_from_saved
 from threadloom.engine.tasks import task_id, task_result
@@ -141,10 +142,10 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     return StateSnapshot(
         values=values,
         next=tuple(names),
-        config=saved.config,
+        config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
         metadata=dict(saved.metadata),
         created_at=cp.get("ts"),
-        parent_config=saved.parent_config,
+        parent_config=with_checkpoint_map(saved.parent_config, saved.metadata),
         tasks=tuple(tasks),
         interrupts=tuple(i for t in tasks for i in t.interrupts),
     )
@@ -263,8 +264,9 @@ async def update_state(
     from threadloom.engine.bulk import apply_updates
     from threadloom.engine.scheduler import RunLoop
 
+    target = graph_at(graph, cfg)  # a subgraph's checkpoint: updated as that graph's
     loop = RunLoop(
-        graph,
+        target,
         cfg,
         checkpointer=cp,
         emit=None,
@@ -277,9 +279,9 @@ async def update_state(
     # up to busy_timeout) from the read to the write: an update racing a live run in
     # another process would otherwise fork the chain and be lost.
     async with graph._hold(loop):  # noqa: SLF001
-        config = await apply_updates(graph, loop, cfg, cp, updates)
+        config = await apply_updates(target, loop, cfg, cp, updates)
     conf = {k: v for k, v in config["configurable"].items() if k != "__lease_token"}
-    return {**config, "configurable": conf}
+    return with_checkpoint_map({**config, "configurable": conf}, {"parents": loop.parents})  # type: ignore[return-value]
 
 
 COPY = "__copy__"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
 from threadloom.engine.apply import apply_from
 from threadloom.engine.command_writes import command_writes, next_command_task
+from threadloom.engine.replay import begin as begin_travel
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult, task_id
@@ -53,6 +54,7 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
         _refuse_foreign_state(loop, loop.saved)
         restore(loop, loop.saved.checkpoint)
         loop.checkpoint_config = loop.fenced(loop.saved.config)
+        begin_travel(loop, input, loop.saved)
     if isinstance(input, Command) and input.resume is None and input.goto == ():
         input = input.update
     if isinstance(input, Command):
@@ -124,6 +126,8 @@ async def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume | 
     value = cmd.resume
     ids = [i.id for interrupts in pending.values() for i in interrupts]
     thread = loop.config.get("configurable", {}).get("thread_id")
+    if loop.namespace:
+        value = _as_answered_here(value, ids)
     if isinstance(value, Mapping) and value and all(is_interrupt_id(k) for k in value):
         # A resume map: each named interrupt gets its answer; a paused task none of whose
         # interrupts is named stays paused (it does not run), as in LangGraph.
@@ -157,6 +161,16 @@ async def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume | 
     if cmd.update is not None or cmd.goto:
         planned = await _with_command(loop, planned, cmd)
     return planned, resume
+
+
+def _as_answered_here(value: Any, ids: list[str]) -> Any:
+    """A subgraph's resume from its parent task: the parent's one answer names the
+    interrupt the parent recorded; after time travel the subgraph may wait on that same
+    question under another id (a fork, a replay since). As LangGraph's resume value, the
+    lone answer then answers the lone question."""
+    if len(ids) == 1 and isinstance(value, Mapping) and len(value) == 1 and ids[0] not in value:
+        return {ids[0]: next(iter(value.values()))}
+    return value
 
 
 async def _with_command(loop: RunLoop, planned: Planned, cmd: Command) -> Planned:

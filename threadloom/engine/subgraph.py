@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.replay import place
 from threadloom.engine.runtime import GraphInterrupt, TaskContext
 from threadloom.engine.schema import update_from_object
 from threadloom.types import Command
 
 if TYPE_CHECKING:
-    from threadloom.checkpoint.base import BaseCheckpointer
+    from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
     from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.tasks import Task
@@ -46,10 +47,12 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
     if checkpointer is None and persistence is not False:
         checkpointer = parent.cp
     loop = child_loop(parent, child, (*parent.namespace, level), checkpointer)
-    if task.resume is None and loop.cp is not None and parent.config_id() is not None:
-        await _as_at_replayed_checkpoint(parent, loop)
+    # a time-travelling run: where the subgraph's own run starts (replay.py)
+    named = loop.travel is not None and await place(loop, task.resume is None)
     if task.resume is not None:  # the task paused before: the subgraph continues
         child_input: Any = Command(resume=dict(task.resume)) if task.resume else None
+    elif named:  # the config named this subgraph's checkpoint: it goes on from there
+        child_input = None
     else:
         child_input = task.input
         if not isinstance(child_input, dict):
@@ -63,7 +66,7 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
         await loop.run(child_input)
     except ParentCommand as pc:
         return Command(update=pc.command.update, goto=pc.command.goto)
-    if task.resume is not None:
+    if task.resume is not None or named:  # what it wrote before the pause counts too
         _carry_over(loop)
     if loop.interrupts or (loop.paused and loop.cp is not None):
         if loop.cp is not None and loop.written_keys:
@@ -75,29 +78,7 @@ async def run_subgraph(parent: RunLoop, task: Task, ctx: TaskContext) -> Any:
     return _written_update(parent, loop)
 
 
-async def _as_at_replayed_checkpoint(parent: RunLoop, loop: RunLoop) -> None:
-    """A replay of a parent checkpoint (time travel) runs the subgraph from its state at
-    that checkpoint, as in LangGraph: its newest checkpoint older than the parent's, or
-    none (it starts anew), not what a later run of the same step left there."""
-    at = (parent.checkpoint_config.get("configurable") or {}).get("checkpoint_id")
-    if at != parent.config_id():  # a later step of the replay: a namespace of its own
-        return
-    before = {"configurable": {**loop.config["configurable"], "checkpoint_id": at}}
-    cp = loop.cp
-    if loop.blocking_ok or getattr(cp, "inline_io", False):
-        older = list(cp.list(loop.config, before=before, limit=1))  # type: ignore[union-attr]
-    else:
-        older = [t async for t in cp.alist(loop.config, before=before, limit=1)]  # type: ignore[union-attr]
-    found = older[0] if older else None
-    if found is None:
-        loop.fresh = True
-    else:
-        conf = {**loop.config["configurable"]}
-        conf["checkpoint_id"] = found.config["configurable"]["checkpoint_id"]
-        loop.config = {**loop.config, "configurable": conf}
-
-
-_CARRIER = "__subgraph__"  # the pseudo task id of a paused subgraph's carried writes
+CARRIER = _CARRIER = "__subgraph__"  # the pseudo task id of a paused subgraph's carried writes
 _WRITTEN = "__written__"
 
 
@@ -112,6 +93,21 @@ def _carry_over(loop: RunLoop) -> None:
             for key, values in loop.written_keys.items():
                 merged.setdefault(key, []).extend(values)
             loop.written_keys = merged
+
+
+def carried_through_update(
+    saved: CheckpointTuple, writes: list[tuple[str, Any]]
+) -> list[tuple[str, Any]]:
+    """The pending write that carries, onto an ``update_state`` fork of a subgraph's
+    checkpoint, what the subgraph wrote before it and the update's own writes: the
+    parent gets them when the subgraph, continued from the fork, ends."""
+    merged: dict[str, list[Any]] = {}
+    for w in saved.pending_writes:
+        if w.task_id == _CARRIER and w.channel == _WRITTEN:
+            merged = {k: list(v) for k, v in w.value}
+    for key, value in writes:
+        merged.setdefault(key, []).append(value)
+    return [(_WRITTEN, [[k, v] for k, v in merged.items()])] if merged else []
 
 
 def child_loop(
@@ -157,6 +153,10 @@ def child_loop(
     )
     if subgraphs:  # what it streamed token by token, the parent does not send again
         loop.message_ids = parent.message_ids
+    loop.travel = parent.travel
+    at = (parent.checkpoint_config.get("configurable") or {}).get("checkpoint_id")
+    if at is not None and loop.cp is not None:  # its checkpoints name where the parents stood
+        loop.parents = {**parent.parents, "|".join(parent.namespace): at}
     return loop
 
 

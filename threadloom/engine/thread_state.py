@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.checkpoint.base import BaseCheckpointer
 from threadloom.engine.bulk import COPY, INPUT, bulk_update
+from threadloom.engine.replay import graph_at
 from threadloom.engine.snapshot import (
     StateSnapshot,
     history,
@@ -59,8 +60,8 @@ class ThreadState:
         Raises:
             ValueError: when the graph has no checkpointer.
         """
-        graph, cp = self._graph(), self._need_cp()
-        cfg = self._config(config, thread_id, None)
+        cp, cfg = self._need_cp(), self._config(config, thread_id, None)
+        graph = graph_at(self._graph(), cfg)  # a subgraph's namespace: that graph's state
         if _has_sync_reads(cp) and not (graph.has_subgraphs or subgraphs):
             return snapshot_sync(graph, cfg, cp)  # no loop, no worker thread
         return run_sync(self.aget_state(config, thread_id=thread_id, subgraphs=subgraphs))
@@ -73,8 +74,9 @@ class ThreadState:
         subgraphs: bool = False,
     ) -> StateSnapshot:
         """Async ``get_state``."""
-        graph, cp = self._graph(), self._need_cp()
-        snap = await snapshot(graph, self._config(config, thread_id, None), cp)
+        cp, cfg = self._need_cp(), self._config(config, thread_id, None)
+        graph = graph_at(self._graph(), cfg)
+        snap = await snapshot(graph, cfg, cp)
         if graph.has_subgraphs or subgraphs:
             snap = await with_subgraph_states(graph, snap, cp, subgraphs)
         return snap
@@ -91,9 +93,10 @@ class ThreadState:
         """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
         cfg = self._config(config, thread_id, None)
         cp = self._need_cp()
+        graph = graph_at(self._graph(), cfg)
         if _has_sync_reads(cp):
-            return iter(history_sync(self._graph(), cfg, cp, filter, before, limit))
-        return iter(run_sync(history(self._graph(), cfg, cp, filter, before, limit)))
+            return iter(history_sync(graph, cfg, cp, filter, before, limit))
+        return iter(run_sync(history(graph, cfg, cp, filter, before, limit)))
 
     async def aget_state_history(
         self,
@@ -106,7 +109,8 @@ class ThreadState:
     ) -> AsyncIterator[StateSnapshot]:
         """Async ``get_state_history``: ``async for snapshot in ...``, newest first."""
         cfg = self._config(config, thread_id, None)
-        for snap in await history(self._graph(), cfg, self._need_cp(), filter, before, limit):
+        graph = graph_at(self._graph(), cfg)
+        for snap in await history(graph, cfg, self._need_cp(), filter, before, limit):
             yield snap
 
     def update_state(
@@ -130,9 +134,10 @@ class ThreadState:
     ) -> dict[str, Any]:
         """Async ``update_state``."""
         special = (START, END, INPUT, COPY)
-        if as_node is not None and as_node not in self.nodes and as_node not in special:
-            raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(self.nodes)}")
         cfg = self._config(config, None, None)
+        nodes = graph_at(self, cfg).nodes  # a subgraph's namespace: that graph's nodes
+        if as_node is not None and as_node not in nodes and as_node not in special:
+            raise ValueError(f"update_state: unknown node {as_node!r}; nodes: {sorted(nodes)}")
         return await update_state(
             self._graph(), cfg, self._need_cp(), [StateUpdate(values, as_node)]
         )
