@@ -18,6 +18,7 @@ from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
+from threadloom.engine.runtime_info import coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -82,6 +83,7 @@ class CompiledGraph(ThreadState):
         )
         self.nodes = dict(builder.nodes)
         self.has_subgraphs = any(n.subgraph is not None for n in self.nodes.values())
+        self.deferred = frozenset(name for name, n in self.nodes.items() if n.defer)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
         # nodes of a dict-like schema get a plain copy of the values (no builder call)
@@ -342,7 +344,7 @@ class CompiledGraph(ThreadState):
             modes=modes,
             durability=durability or self.durability,
             blocking_ok=blocking_ok,
-            context=context,
+            context=coerce_context(self.builder.context_schema, context),
             sink=sink,
         )
 

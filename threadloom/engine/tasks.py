@@ -17,13 +17,12 @@ from threadloom.engine.runtime import (
     _TASK,
     Emit,
     GraphInterrupt,
-    Runtime,
     TaskContext,
     _noop,
-    execution_info,
+    task_runtime,
 )
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
-from threadloom.errors import add_node_note
+from threadloom.errors import NodeCancelledError, NodeError, RecordedNodeError, add_node_note
 from threadloom.types import START, Command, Send
 from threadloom.workers import to_worker
 
@@ -58,6 +57,14 @@ class TaskResult:
         return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
 
 
+@dataclass(slots=True)
+class Failed(TaskResult):
+    """A saved task whose node failed and whose error handler is due (``record_failure``):
+    ``error`` is ``{"type": ..., "message": ...}``."""
+
+    error: dict[str, Any] | None = None
+
+
 class _Many(list):  # several writes to one key by one task
     pass
 
@@ -87,6 +94,7 @@ class Task:
     cached: bool = False  # its result is writes an earlier run saved
     pushed: bool = False  # made by a Send packet (not triggered by an edge)
     streamed: bool = False  # its ``updates`` event was sent as it finished
+    failure: Any = None  # a NodeError: the task runs its node's error handler for it
 
     @staticmethod
     def virtual_start() -> Task:
@@ -140,7 +148,9 @@ def make_tasks(
     if planned.pending or resume:
         for task in tasks:
             done = planned.pending.get(task.id)
-            if done is not None:
+            if type(done) is Failed:
+                _handler_due(graph, task, done.error or {})
+            elif done is not None:
                 task.result = done
                 task.cached = True
             answers = resume.get(task.id) if resume else None
@@ -149,6 +159,18 @@ def make_tasks(
             elif answers is not None:
                 task.resume = answers
     return tasks
+
+
+def _handler_due(graph: Any, task: Task, error: dict[str, Any]) -> None:
+    """Make ``task`` (whose node failed in an earlier run) run its node's error handler
+    with the saved error (``RecordedNodeError``)."""
+    handler = task.node.error_handler if task.node is not None else None
+    if handler is None or handler not in graph.nodes:
+        return  # the graph changed since: the node runs again
+    exc = RecordedNodeError(str(error.get("message", "")), str(error.get("type", "")))
+    task.failure = NodeError(task.name, exc)
+    task.name = handler
+    task.node = graph.nodes[handler]
 
 
 def lone_task(loop: RunLoop, name: str, remaining: int) -> Task:
@@ -194,8 +216,10 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     # a sync one runs inline when _call would run it inline (else it goes to a worker).
     is_async = node.is_async
     here = node.subgraph is None and not (
-        node.wants_config or node.wants_runtime or node.wants_writer
+        node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
+    if task.failure is not None:
+        ctx.failure = task.failure
     if node.wants_runtime:
         ctx.first_attempt_time = time.time()
     while True:
@@ -215,11 +239,18 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except ParentCommand as pc:  # from a graph invoked in the node: it routes here
             result = Command(update=pc.command.update, goto=pc.command.goto)
             break
-        except (GraphInterrupt, asyncio.CancelledError):
+        except GraphInterrupt:
             raise
+        except asyncio.CancelledError as exc:
+            cur = asyncio.current_task()
+            if cur is None or cur.cancelling():  # the run cancels it: not the node's doing
+                raise
+            raise NodeCancelledError(task.name) from exc
         except Exception as exc:
             if not await _waited_to_retry(loop, task, exc, attempt, debug):
-                raise
+                if node.error_handler is None:
+                    raise
+                return await _to_handler(loop, task, node.error_handler, exc)
     if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
@@ -232,6 +263,17 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if debug is not None:
         _debug_event(debug, "task_result", loop.step, task, "result", out.update_view())
     return out
+
+
+async def _to_handler(loop: RunLoop, task: Task, handler: str, exc: Exception) -> TaskResult:
+    """Run node ``handler`` for ``task``, whose node raised ``exc``: the task becomes the
+    handler's (its writes and routes are the handler's), and the failure is saved first
+    so that a resume after a crash of the handler runs the handler again, not the node."""
+    await loop.record_failure(task, exc)
+    task.failure = NodeError(task.name, exc)
+    task.name = handler
+    task.node = loop.graph.nodes[handler]
+    return await run_task(loop, task)
 
 
 async def _waited_to_retry(
@@ -281,7 +323,7 @@ async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> 
             return await run_subgraph(loop, task, ctx)
         finally:
             _TASK.reset(token)
-    if node.wants_config or node.wants_runtime or node.wants_writer:
+    if node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error:
         kwargs = _node_kwargs(node, ctx)
     else:
         kwargs = None
@@ -315,16 +357,10 @@ def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
             _TASK.reset(token)
     if node.wants_writer:
         kwargs["writer"] = writer or _noop
+    if node.wants_error:
+        kwargs["error"] = ctx.failure
     if node.wants_runtime:
-        kwargs["runtime"] = Runtime(
-            config=ctx.config,
-            node=ctx.node,
-            step=ctx.step,
-            remaining_steps=ctx.remaining_steps,
-            stream_writer=writer or _noop,
-            context=ctx.context,
-            execution_info=execution_info(ctx),
-        )
+        kwargs["runtime"] = task_runtime(ctx, writer or _noop)
     return kwargs
 
 
