@@ -211,15 +211,13 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
         _debug_event(debug, "task", loop.step, task, "input", task.input)
-    # A plain node (no subgraph, no injected arguments) is called right here, one
-    # coroutine layer less per task than going through _call: an async one is awaited,
-    # a sync one runs inline when _call would run it inline (else it goes to a worker).
+    # A plain node (no subgraph, no injected arguments) is called right here, a coroutine
+    # layer less than _call: awaited if async, else inline when _call would (or a worker).
     is_async = node.is_async
     here = node.subgraph is None and not (
         node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
-    if task.failure is not None:
-        ctx.failure = task.failure
+    ctx.failure = task.failure
     if node.wants_runtime:
         ctx.first_attempt_time = time.time()
     while True:
@@ -239,13 +237,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except ParentCommand as pc:  # from a graph invoked in the node: it routes here
             result = Command(update=pc.command.update, goto=pc.command.goto)
             break
-        except GraphInterrupt:
-            raise
-        except asyncio.CancelledError as exc:
-            cur = asyncio.current_task()
-            if cur is None or cur.cancelling():  # the run cancels it: not the node's doing
-                raise
-            raise NodeCancelledError(task.name) from exc
+        except (GraphInterrupt, asyncio.CancelledError) as exc:
+            raise _stopped(task.name, exc)  # noqa: B904 - _stopped keeps the cause
         except Exception as exc:
             if not await _waited_to_retry(loop, task, exc, attempt, debug):
                 if node.error_handler is None:
@@ -263,6 +256,20 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if debug is not None:
         _debug_event(debug, "task_result", loop.step, task, "result", out.update_view())
     return out
+
+
+def _stopped(node: str, exc: BaseException) -> BaseException:
+    """What ``run_task`` raises for a pause or a cancellation out of node ``node``: the
+    same, except a ``CancelledError`` the node raised itself (its task is not being
+    cancelled), which fails the run as ``NodeCancelledError``, as in LangGraph."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return exc
+    current = asyncio.current_task()
+    if current is None or current.cancelling():  # the run cancels it: not the node's doing
+        return exc
+    err = NodeCancelledError(node)
+    err.__cause__ = exc
+    return err
 
 
 async def _to_handler(loop: RunLoop, task: Task, handler: str, exc: Exception) -> TaskResult:
