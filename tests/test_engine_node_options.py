@@ -140,7 +140,8 @@ def test_default_error_handler_and_per_node_override() -> None:
     assert app.invoke({"route": "b", "log": []})["log"] == ["default:b"]
 
     taken = StateGraph(Foo).set_node_defaults(error_handler=default)
-    taken.add_node("__default_error_handler__", lambda s: s).add_edge(START, "__default_error_handler__")
+    taken.add_node("__default_error_handler__", lambda s: s)
+    taken.add_edge(START, "__default_error_handler__")
     with pytest.raises(ValueError, match="__default_error_handler__"):
         taken.compile()
 
@@ -240,7 +241,8 @@ def test_runtime_is_generic_and_built_by_hand() -> None:
     assert DEFAULT_RUNTIME.server_info is None and DEFAULT_RUNTIME.heartbeat() is None
     with pytest.raises(RuntimeError):
         Runtime().patch_execution_info(node_attempt=2)
-    patched = Runtime(execution_info=ExecutionInfo("c", "n", "t")).patch_execution_info(node_attempt=3)
+    patched = Runtime(execution_info=ExecutionInfo("c", "n", "t"))
+    patched = patched.patch_execution_info(node_attempt=3)
     assert patched.execution_info is not None and patched.execution_info.node_attempt == 3
 
 
@@ -291,7 +293,8 @@ def test_runtime_in_nodes_and_subgraphs(memory_checkpointer) -> None:
 
     sub = StateGraph(S).add_node("inner", capture("inner")).add_edge(START, "inner").compile()
     g = StateGraph(S, context_schema=Ctx).add_node("main", capture("main")).add_node("sub", sub)
-    app = g.add_edge(START, "main").add_edge("main", "sub").compile(checkpointer=memory_checkpointer)
+    app = g.add_edge(START, "main").add_edge("main", "sub")
+    app = app.compile(checkpointer=memory_checkpointer)
     config = {"configurable": {"thread_id": "rt", "assistant_id": "a1", "graph_id": "g1"}}
     app.invoke({"message": ""}, config, context={"api_key": "k"})
     main, inner = seen["main"].execution_info, seen["inner"].execution_info
