@@ -307,3 +307,45 @@ def test_runtime_in_nodes_and_subgraphs(memory_checkpointer) -> None:
     assert seen["main_get"].execution_info == main
     app.invoke({"message": ""}, {"configurable": {"thread_id": "rt2"}})
     assert seen["main"].context is None and seen["main"].server_info is None
+
+
+class Two(TypedDict, total=False):
+    first: str
+    second: str
+
+
+def _two_steps(control: RunControl) -> StateGraph:
+    def first(state: Two) -> Two:
+        control.request_drain("sigterm")
+        return {"first": "done"}
+
+    g = StateGraph(Two).add_node("first", first).add_node("second", lambda s: {"second": "done"})
+    return g.add_edge(START, "first").add_edge("first", "second")
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+def test_drain_stops_between_steps_and_the_thread_continues(checkpointer, durability) -> None:
+    from threadloom.errors import GraphDrained
+
+    control = RunControl()
+    app = _two_steps(control).compile(checkpointer=checkpointer)
+    config = {"configurable": {"thread_id": "drain"}}
+    with pytest.raises(GraphDrained, match="sigterm") as info:
+        app.invoke({}, config, durability=durability, control=control)
+    assert info.value.reason == "sigterm"
+    assert app.get_state(config).next == ("second",)
+    assert app.invoke(None, config, durability=durability) == {"first": "done", "second": "done"}
+
+
+async def test_drain_in_the_last_step_ends_normally_and_before_the_first_stops() -> None:
+    from threadloom.errors import GraphDrained
+
+    control = RunControl()
+    g = StateGraph(Two).add_node("only", lambda s: (control.request_drain(), {"first": "x"})[1])
+    app = g.add_edge(START, "only").compile()
+    assert await app.ainvoke({}, control=control) == {"first": "x"}
+    ran: list[int] = []
+    app = StateGraph(Two).add_node("n", lambda s: ran.append(1) or {}).add_edge(START, "n")
+    with pytest.raises(GraphDrained, match="shutdown"):
+        await app.compile().ainvoke({}, control=control)  # already drained
+    assert ran == []

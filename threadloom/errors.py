@@ -15,6 +15,7 @@ The tree, as httpx draws its own::
     │   ├── ResumeError            a resume that does not say which pending interrupt it
     │   │                          answers (also a RuntimeError, as LangGraph raises)
     │   ├── NodeCancelledError     a node raised asyncio.CancelledError itself
+    │   ├── GraphDrained           the run stopped between steps: RunControl.request_drain()
     │   ├── RecordedNodeError      a failed node's error read back from a checkpoint
     │   └── NodeTimeoutError       reserved for per-node deadlines
     ├── CheckpointError            persistence
@@ -142,6 +143,20 @@ class ResumeError(GraphRunError, RuntimeError):
 
 class NodeTimeoutError(GraphRunError):
     """A node ran past its deadline."""
+
+
+class GraphDrained(GraphRunError):
+    """The run stopped between two super-steps because its ``RunControl`` was asked to
+    drain (``request_drain``), as LangGraph's; the thread's checkpoint is saved, so
+    ``invoke(None, config)`` continues it.
+
+    Attributes:
+        reason: the reason given to ``request_drain``.
+    """
+
+    def __init__(self, reason: str = "shutdown") -> None:
+        super().__init__(f"Graph drained: {reason}")
+        self.reason = reason
 
 
 class NodeCancelledError(GraphRunError):

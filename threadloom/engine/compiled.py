@@ -18,7 +18,8 @@ from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
-from threadloom.engine.runtime_info import coerce_context
+from threadloom.engine.routing import edge_index
+from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -92,7 +93,7 @@ class CompiledGraph(ThreadState):
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))
-        self.successors, self.join_index = _edge_index(builder)
+        self.successors, self.join_index = edge_index(builder)
         self._register_types()
 
     def initial_values(self) -> dict[str, Any]:
@@ -155,6 +156,7 @@ class CompiledGraph(ThreadState):
         durability: Durability | None = None,
         context: Any = None,
         debug: bool | None = None,
+        control: RunControl | None = None,
         _blocking_ok: bool = False,
         _batched: bool = False,
     ) -> AsyncGenerator[Any, None]:
@@ -175,6 +177,8 @@ class CompiledGraph(ThreadState):
             context: any object; nodes see it as ``runtime.context``.
             debug: accepted as LangGraph's (which then prints each step); it changes
                 nothing here: stream ``"debug"`` for the step events.
+            control: a ``RunControl``; after ``request_drain()`` the run stops before its
+                next super-step with ``GraphDrained`` (its checkpoint saved to continue).
 
         Raises:
             ValueError: ``thread_id`` and the config's ``thread_id`` are both given and
@@ -186,6 +190,7 @@ class CompiledGraph(ThreadState):
         cfg = self._config(config, thread_id, recursion_limit)
         sink = StreamSink(modes, subgraphs)
         loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
+        loop.control = control
         answers = None
         if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
             loop, answers = streamed_here(nest, loop)  # streamed inside a node (nested.py)
@@ -231,6 +236,7 @@ class CompiledGraph(ThreadState):
         context: Any = None,
         stream_mode: str = "values",
         debug: bool | None = None,
+        control: RunControl | None = None,
         _blocking_ok: bool = False,
     ) -> dict[str, Any]:
         """Run the graph to its end (or a pause) and return the output state.
@@ -253,6 +259,7 @@ class CompiledGraph(ThreadState):
                     recursion_limit=recursion_limit,
                     durability=durability,
                     context=context,
+                    control=control,
                     _blocking_ok=_blocking_ok,
                 )
             ]
@@ -261,6 +268,7 @@ class CompiledGraph(ThreadState):
         if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
             return await run_nested(*nest, input)  # invoked inside a node (nested.py)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
+        loop.control = control
         if self.checkpointer is None:  # no thread to hold
             out = await loop.run(input)
         else:
@@ -377,20 +385,3 @@ def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:
 
     keys = list(schema_keys(schema))
     return keys or list(specs)
-
-
-def _edge_index(
-    builder: StateGraph,
-) -> tuple[dict[str, tuple[str, ...]], dict[str, list[tuple[str, frozenset[str], str]]]]:
-    """The static edges as ``source -> targets``, and the joins (``add_edge([a, b], c)``)
-    as ``source -> [(target, all its sources, barrier key)]``."""
-    successors: dict[str, list[str]] = {}
-    for a, b in builder.edges:
-        successors.setdefault(a, []).append(b)
-    joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
-    for target, groups in builder.joins.items():
-        for sources in groups:
-            key = f"{target}<{'+'.join(sources)}"
-            for src in sources:
-                joins.setdefault(src, []).append((target, frozenset(sources), key))
-    return {k: tuple(v) for k, v in successors.items()}, joins

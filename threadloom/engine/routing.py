@@ -19,7 +19,7 @@ from threadloom.errors import InvalidRouteError
 from threadloom.types import END, Command, Send
 
 if TYPE_CHECKING:
-    from threadloom.engine.graph import Branch
+    from threadloom.engine.graph import Branch, StateGraph
     from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.tasks import Task
 
@@ -290,3 +290,20 @@ def _add_target(
             step=loop.step,
         )
     names[target] = None
+
+
+def edge_index(
+    builder: StateGraph,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, list[tuple[str, frozenset[str], str]]]]:
+    """The static edges as ``source -> targets``, and the joins (``add_edge([a, b], c)``)
+    as ``source -> [(target, all its sources, barrier key)]``."""
+    successors: dict[str, list[str]] = {}
+    for a, b in builder.edges:
+        successors.setdefault(a, []).append(b)
+    joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
+    for target, groups in builder.joins.items():
+        for sources in groups:
+            key = f"{target}<{'+'.join(sources)}"
+            for src in sources:
+                joins.setdefault(src, []).append((target, frozenset(sources), key))
+    return {k: tuple(v) for k, v in successors.items()}, joins

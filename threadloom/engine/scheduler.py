@@ -29,12 +29,13 @@ from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.start import Resume, start_run
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.writes import ParentCommand
-from threadloom.errors import GraphRecursionError, InvalidUpdateError
+from threadloom.errors import GraphDrained, GraphRecursionError, InvalidUpdateError
 from threadloom.types import Command, Durability, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
+    from threadloom.engine.runtime_info import RunControl
     from threadloom.engine.stream import StreamSink
 
 
@@ -110,6 +111,7 @@ class RunLoop(Persistence):
         self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
         self.paused_with: list[tuple[Interrupt, ...]] = []  # each paused task's interrupts
         self.fresh = False  # start anew, whatever its namespace holds (subgraph.py)
+        self.control: RunControl | None = None  # asked to drain between steps (invoke's)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -140,6 +142,8 @@ class RunLoop(Persistence):
         steps_done = 0
         tasks: list[Task] | None = None  # the step just run
         while planned.tasks or planned.sends:
+            if self.control is not None and self.control.drain_requested:
+                raise GraphDrained(self.control.drain_reason or "shutdown")
             tasks = self._plan(planned, resume, limit, steps_done, tasks)  # plan the step
             del planned  # nothing of a finished step stays referenced while this one runs
             if tasks is None:  # the run pauses here (interrupt_before / interrupt_after)

@@ -157,6 +157,7 @@ def child_loop(
     )
     if subgraphs:  # what it streamed token by token, the parent does not send again
         loop.message_ids = parent.message_ids
+    loop.control = parent.control  # a drain asked of the parent stops the child too
     return loop
 
 

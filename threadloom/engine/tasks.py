@@ -22,7 +22,13 @@ from threadloom.engine.runtime import (
     task_runtime,
 )
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
-from threadloom.errors import NodeCancelledError, NodeError, RecordedNodeError, add_node_note
+from threadloom.errors import (
+    GraphDrained,
+    NodeCancelledError,
+    NodeError,
+    RecordedNodeError,
+    add_node_note,
+)
 from threadloom.types import START, Command, Send
 from threadloom.workers import to_worker
 
@@ -237,7 +243,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except ParentCommand as pc:  # from a graph invoked in the node: it routes here
             result = Command(update=pc.command.update, goto=pc.command.goto)
             break
-        except (GraphInterrupt, asyncio.CancelledError) as exc:
+        except (GraphInterrupt, GraphDrained, asyncio.CancelledError) as exc:
             raise _stopped(task.name, exc)  # noqa: B904 - _stopped keeps the cause
         except Exception as exc:
             if not await _waited_to_retry(loop, task, exc, attempt, debug):
