@@ -197,8 +197,8 @@ def test_set_node_defaults_retry_policy_applies_where_a_node_has_none():
     with pytest.raises(ConnectionError, match="b"):
         g.compile().invoke({"n": 0})
     assert calls == {"a": 3, "b": 1}
-    with pytest.raises(ValueError, match="error_handler"):
-        StateGraph(S).set_node_defaults(error_handler=lambda s: None)
+    with pytest.raises(ValueError, match="cache_policy"):
+        StateGraph(S).set_node_defaults(cache_policy=object())
 
 
 def test_node_names_langgraph_accepts_and_refuses():

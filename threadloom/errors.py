@@ -16,6 +16,9 @@ The tree, as httpx draws its own::
     │   ├── EmptyInputError        no input and nothing to resume
     │   ├── ResumeError            a resume that does not say which pending interrupt it
     │   │                          answers (also a RuntimeError, as LangGraph raises)
+    │   ├── NodeCancelledError     a node raised asyncio.CancelledError itself
+    │   ├── GraphDrained           the run stopped between steps: RunControl.request_drain()
+    │   ├── RecordedNodeError      a failed node's error read back from a checkpoint
     │   └── NodeTimeoutError       reserved for per-node deadlines
     ├── CheckpointError            persistence
     │   ├── SerializationError     a value the closed codec cannot write or must refuse to read
@@ -42,6 +45,7 @@ note (PEP 678) naming the node and the super-step.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -176,6 +180,57 @@ class ResumeError(GraphRunError, RuntimeError):
 
 class NodeTimeoutError(GraphRunError):
     """A node ran past its deadline."""
+
+
+class GraphDrained(GraphRunError):
+    """The run stopped between two super-steps because its ``RunControl`` was asked to
+    drain (``request_drain``), as LangGraph's; the thread's checkpoint is saved, so
+    ``invoke(None, config)`` continues it.
+
+    Attributes:
+        reason: the reason given to ``request_drain``.
+    """
+
+    def __init__(self, reason: str = "shutdown") -> None:
+        super().__init__(f"Graph drained: {reason}")
+        self.reason = reason
+
+
+class NodeCancelledError(GraphRunError):
+    """A node raised ``asyncio.CancelledError`` itself (not cancelled by the run), as
+    LangGraph's: the run fails instead of ending as if the node had been torn down.
+
+    Attributes:
+        node: the node that raised it.
+    """
+
+    def __init__(self, node: str, message: str | None = None) -> None:
+        super().__init__(message or f"Node {node!r} raised asyncio.CancelledError")
+        self.node = node
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """What a node's ``error_handler`` receives as its ``error`` argument (as
+    LangGraph's): the failed node and its exception (after the node's retries). On a
+    resume after a crash, ``error`` is rebuilt from the checkpoint: an exception of
+    the same message (a ``RecordedNodeError`` naming the original type).
+    """
+
+    node: str
+    error: BaseException
+
+
+class RecordedNodeError(GraphRunError):
+    """A node's error read back from a checkpoint (the original type is not rebuilt).
+
+    Attributes:
+        type_name: the class name of the original exception.
+    """
+
+    def __init__(self, message: str, type_name: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
 
 
 class CheckpointError(ThreadloomError):

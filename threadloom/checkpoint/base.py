@@ -34,7 +34,8 @@ ERROR = "__error__"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
 SCHEDULED = "__scheduled__"
-SPECIAL_WRITE_CHANNELS = frozenset({ERROR, INTERRUPT, RESUME, SCHEDULED})
+FAILED = "__failed__"  # a node failed and its error handler runs: {"type", "message"}
+SPECIAL_WRITE_CHANNELS = frozenset({ERROR, INTERRUPT, RESUME, SCHEDULED, FAILED})
 
 
 class Checkpoint(TypedDict):

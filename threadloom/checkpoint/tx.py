@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple, Protocol
 
-from threadloom.checkpoint.base import ERROR, INTERRUPT, RESUME, SCHEDULED
+from threadloom.checkpoint.base import ERROR, FAILED, INTERRUPT, RESUME, SCHEDULED
 from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
 from threadloom.checkpoint.leases import Lease
 from threadloom.errors import CheckpointError
 
 # Special write channels keep one slot per task (negative idx) and are overwritten.
-WRITES_IDX = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
+WRITES_IDX = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4, FAILED: -5}
 
 
 class CkRow(NamedTuple):

@@ -21,6 +21,8 @@ from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.replay import root_config
+from threadloom.engine.routing import edge_index
+from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape
@@ -85,6 +87,7 @@ class CompiledGraph(ThreadState, GraphApi):
         )
         self.nodes = dict(builder.nodes)
         self.has_subgraphs = any(n.subgraph is not None for n in self.nodes.values())
+        self.deferred = frozenset(name for name, n in self.nodes.items() if n.defer)
         self.branches = {k: list(v) for k, v in builder.branches.items()}
         self.build_state = state_builder(builder.state_schema)
         # nodes of a dict-like schema get a plain copy of the values (no builder call)
@@ -93,7 +96,7 @@ class CompiledGraph(ThreadState, GraphApi):
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))
-        self.successors, self.join_index = _edge_index(builder)
+        self.successors, self.join_index = edge_index(builder)
         self._register_types()
 
     def initial_values(self) -> dict[str, Any]:
@@ -157,6 +160,7 @@ class CompiledGraph(ThreadState, GraphApi):
         durability: Durability | None = None,
         context: Any = None,
         debug: bool | None = None,
+        control: RunControl | None = None,
         _blocking_ok: bool = False,
         _batched: bool = False,
     ) -> AsyncGenerator[Any, None]:
@@ -177,6 +181,8 @@ class CompiledGraph(ThreadState, GraphApi):
             context: any object; nodes see it as ``runtime.context``.
             debug: accepted as LangGraph's (which then prints each step); it changes
                 nothing here: stream ``"debug"`` for the step events.
+            control: a ``RunControl``; after ``request_drain()`` the run stops before its
+                next super-step with ``GraphDrained`` (its checkpoint saved to continue).
 
         Raises:
             ValueError: ``thread_id`` and the config's ``thread_id`` are both given and
@@ -188,6 +194,7 @@ class CompiledGraph(ThreadState, GraphApi):
         cfg = self._config(config, thread_id, recursion_limit)
         sink = StreamSink(modes, subgraphs)
         loop = self._loop(cfg, sink, frozenset(modes), durability, context, _blocking_ok)
+        loop.control = control
         answers = None
         if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
             loop, answers = streamed_here(nest, loop)  # streamed inside a node (nested.py)
@@ -232,6 +239,7 @@ class CompiledGraph(ThreadState, GraphApi):
         context: Any = None,
         stream_mode: str = "values",
         debug: bool | None = None,
+        control: RunControl | None = None,
         _blocking_ok: bool = False,
     ) -> dict[str, Any]:
         """Run the graph to its end (or a pause) and return the output state.
@@ -254,6 +262,7 @@ class CompiledGraph(ThreadState, GraphApi):
                     recursion_limit=recursion_limit,
                     durability=durability,
                     context=context,
+                    control=control,
                     _blocking_ok=_blocking_ok,
                 )
             ]
@@ -262,6 +271,7 @@ class CompiledGraph(ThreadState, GraphApi):
         if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
             return await run_nested(*nest, input)  # invoked inside a node (nested.py)
         loop = self._loop(cfg, None, frozenset(), durability, context, _blocking_ok)
+        loop.control = control
         if self.checkpointer is None:  # no thread to hold
             out = await loop.run(input)
         else:
@@ -347,7 +357,7 @@ class CompiledGraph(ThreadState, GraphApi):
             modes=modes,
             durability=durability or self.durability,
             blocking_ok=blocking_ok,
-            context=context,
+            context=coerce_context(self.builder.context_schema, context),
             sink=sink,
         )
         loop.travel = travel
@@ -373,20 +383,3 @@ def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:
 
     keys = list(schema_keys(schema))
     return keys or list(specs)
-
-
-def _edge_index(
-    builder: StateGraph,
-) -> tuple[dict[str, tuple[str, ...]], dict[str, list[tuple[str, frozenset[str], str]]]]:
-    """The static edges as ``source -> targets``, and the joins (``add_edge([a, b], c)``)
-    as ``source -> [(target, all its sources, barrier key)]``."""
-    successors: dict[str, list[str]] = {}
-    for a, b in builder.edges:
-        successors.setdefault(a, []).append(b)
-    joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
-    for target, groups in builder.joins.items():
-        for sources in groups:
-            key = f"{target}<{'+'.join(sources)}"
-            for src in sources:
-                joins.setdefault(src, []).append((target, frozenset(sources), key))
-    return {k: tuple(v) for k, v in successors.items()}, joins

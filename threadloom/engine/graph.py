@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.node_info import (  # NodeSpec, Branch: imported from here too
+    DEFAULT_ERROR_HANDLER,
     Branch,
     NodeSpec,
     apply_node_defaults,
@@ -83,6 +84,7 @@ class StateGraph:
         self.branches: dict[str, list[Branch]] = {}
         self.compiled = False
         self._default_retry: tuple[RetryPolicy, ...] | None = None
+        self._default_handler: Callable[..., Any] | None = None
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -95,6 +97,8 @@ class StateGraph:
         input_schema: Any = None,
         destinations: Mapping[str, str] | Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        defer: bool = False,
+        error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
         """Add a node: a function, an async function, a callable object or a compiled graph.
 
@@ -112,6 +116,13 @@ class StateGraph:
                 a dict ``{node: edge label}``; for drawings only (read from a
                 ``-> Command[Literal[...]]`` annotation when not given), never required.
             metadata: free-form data kept with the node.
+            defer: run the node only once nothing else is left to run (its triggers wait
+                until then), as LangGraph's ``defer=True``.
+            error_handler: a node function called, in the same super-step, when this node
+                raises (after its retries): it gets the node's input and, if it takes an
+                ``error`` parameter, a ``NodeError``; its update and ``Command`` replace
+                the node's (whose own edges are not followed). It runs as node
+                ``__error_handler__<name>``, as in LangGraph.
 
         Raises:
             GraphBuildError: for a duplicate or reserved name. A node may share its
@@ -129,8 +140,21 @@ class StateGraph:
             raise GraphBuildError(f"node name must be a string, got {type(name).__name__}")
         self._check_name(name)
         spec = self._node_spec(name, action, retry_policy, input_schema, destinations, metadata)
+        spec.defer = defer
+        if error_handler is not None:
+            handler = f"__error_handler__{name}"
+            self._check_name(handler)
+            self.nodes[handler] = self._handler_spec(handler, error_handler, input_schema)
+            spec.error_handler = handler
         self.nodes[name] = spec
         return self
+
+    def _handler_spec(self, name: str, fn: Callable[..., Any], input_schema: Any) -> NodeSpec:
+        """The node spec of an error handler (``add_node``/``set_node_defaults``)."""
+        spec = self._node_spec(name, fn, None, input_schema, None, None)
+        spec.is_error_handler = True
+        spec.wants_error = "error" in param_names(fn)
+        return spec
 
     def _check_name(self, name: str) -> None:
         if self.compiled:
@@ -221,19 +245,27 @@ class StateGraph:
         return self
 
     def set_node_defaults(
-        self, *, retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None, **other: Any
+        self,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        error_handler: Callable[..., Any] | None = None,
+        **other: Any,
     ) -> StateGraph:
-        """Set the retry policy of every node that has none of its own, applied at
-        ``compile()`` (as LangGraph's ``set_node_defaults``; chainable).
+        """Set the retry policy and the error handler of every node that has none of its
+        own, applied at ``compile()`` (as LangGraph's ``set_node_defaults``; chainable).
+        The error handler runs as node ``__default_error_handler__`` and never handles
+        another handler's errors.
 
         Raises:
-            GraphBuildError: for a default threadloom does not have (``error_handler``,
-                ``cache_policy``, ``timeout``).
+            GraphBuildError: for a default threadloom does not have (``cache_policy``,
+                ``timeout``).
         """
         if other:
             raise GraphBuildError(f"set_node_defaults: threadloom has no {sorted(other)}")
         if retry_policy is not None:
             self._default_retry = retry_policies("(default)", retry_policy)
+        if error_handler is not None:
+            self._default_handler = error_handler
         return self
 
     # -- edges ------------------------------------------------------------------------------
@@ -347,7 +379,9 @@ class StateGraph:
 
         before = node_list(interrupt_before, self.nodes)
         after = node_list(interrupt_after, self.nodes)
-        apply_node_defaults(self.nodes, self._default_retry)
+        handler = self._default_handler
+        apply_node_defaults(self.nodes, self._default_retry, None if handler is None else
+                            self._handler_spec(DEFAULT_ERROR_HANDLER, handler, None))
         validate(self, before + after)
         self.compiled = True
         return CompiledGraph(

@@ -36,6 +36,10 @@ class NodeSpec:
         destinations: where a ``Command``-returning node may route (for drawings and the
             unknown-node check; never required).
         destination_labels: edge labels of the destinations, when given as a dict.
+        defer: the node runs only once nothing else is left to run (LangGraph's ``defer``).
+        error_handler: the name of the node that handles this node's errors, if any.
+        is_error_handler: this node is another node's error handler.
+        wants_error: ``fn`` takes an ``error`` keyword (a ``NodeError``; handlers).
     """
 
     name: str
@@ -51,6 +55,10 @@ class NodeSpec:
     destinations: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     destination_labels: Mapping[str, str] | None = None
+    defer: bool = False
+    error_handler: str | None = None
+    is_error_handler: bool = False
+    wants_error: bool = False
 
     def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
         """A copy with the fields in ``update`` replaced (LangGraph's ``PregelNode.copy``)."""
@@ -162,11 +170,34 @@ def retry_policies(
     return policies or None
 
 
+DEFAULT_ERROR_HANDLER = "__default_error_handler__"
+"""The node ``set_node_defaults(error_handler=...)`` adds (LangGraph's name for it)."""
+
+
 def apply_node_defaults(
-    nodes: Mapping[str, Any], retry: tuple[RetryPolicy, ...] | None
+    nodes: dict[str, Any],
+    retry: tuple[RetryPolicy, ...] | None,
+    handler: NodeSpec | None = None,
 ) -> None:
-    """Give ``retry`` to every node spec without a retry policy of its own (as LangGraph
-    applies ``set_node_defaults`` when it compiles)."""
+    """Give ``retry`` to every node spec without a retry policy of its own, and make
+    ``handler`` (node ``__default_error_handler__``) the error handler of every node
+    without one that is no handler itself (as LangGraph applies ``set_node_defaults``
+    when it compiles).
+
+    Raises:
+        GraphBuildError: a node of the graph is already named ``__default_error_handler__``.
+    """
+    if handler is not None:
+        taken = nodes.get(DEFAULT_ERROR_HANDLER)
+        if taken is not None and not taken.is_error_handler:
+            raise GraphBuildError(
+                f"set_node_defaults(error_handler=...) adds the node {DEFAULT_ERROR_HANDLER!r}, "
+                "but the graph already has a node of that name"
+            )
+        nodes[DEFAULT_ERROR_HANDLER] = handler
+        for spec in nodes.values():
+            if spec.error_handler is None and not spec.is_error_handler:
+                spec.error_handler = DEFAULT_ERROR_HANDLER
     if retry is None:
         return
     for spec in nodes.values():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import (
     ERROR,
+    FAILED,
     INTERRUPT,
     RESUME,
     SCHEDULED,
@@ -123,6 +124,17 @@ class Persistence:
             await self._put_now(self._unsaved_exit)
         base = (self.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
         task.id = task_id(base, self.step, task.index, task.name)
+
+    async def record_failure(self, task: Task, exc: BaseException) -> None:
+        """Save that ``task``'s node failed with ``exc`` and its error handler runs for it
+        (before the handler starts, as LangGraph), so a resume runs the handler again."""
+        if self.cp is None:
+            return
+        if self.durability == "exit":
+            await self._save_unsaved_for(task)
+        await self._flush_pending_put()
+        value = {"type": type(exc).__name__, "message": mask_urls(str(exc))}
+        await self.cp_call("put_writes", self.checkpoint_config, [(FAILED, value)], task.id)
 
     async def _record_error(self, task: Task, exc: BaseException) -> None:
         if self.cp is None or isinstance(exc, asyncio.CancelledError | ParentCommand):

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
+from threadloom.checkpoint.base import FAILED, SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
 from threadloom.engine.command_writes import grouped as saved_commands
 from threadloom.engine.command_writes import is_command_task
-from threadloom.engine.tasks import TaskResult
+from threadloom.engine.tasks import Failed, TaskResult
 from threadloom.errors import InvalidRouteError
 from threadloom.types import END, Command, Send
 
 if TYPE_CHECKING:
-    from threadloom.engine.graph import Branch
+    from threadloom.engine.graph import Branch, StateGraph
     from threadloom.engine.scheduler import RunLoop
     from threadloom.engine.tasks import Task
 
@@ -96,6 +96,8 @@ def plan_from_saved(loop: RunLoop, saved: CheckpointTuple) -> Planned:
         for w in saved.pending_writes:
             if w.channel == SCHEDULED:
                 done[w.task_id] = list(w.value or [])
+            elif w.channel == FAILED:  # its error handler is due, unless it finished
+                pending[w.task_id] = Failed([], [], w.value)
             elif w.channel not in SPECIAL_WRITE_CHANNELS:
                 grouped.setdefault(w.task_id, []).append((w.channel, w.value))
         for tid, goto in done.items():
@@ -131,6 +133,8 @@ CHECKPOINT_ROUTE = "__checkpoint__"
 async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> Planned:
     """Route from the tasks that just ran to the next step's tasks."""
     graph = loop.graph
+    if graph.deferred:
+        return defer(loop, await route_all(loop, tasks, results))
     if len(tasks) == 1 and not results[0].goto:
         # One task that routed by edges only (the usual step): when its node has no join
         # and either no branch or exactly one branch and no static edge, route here with
@@ -144,6 +148,26 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
             if len(branches) == 1 and src not in graph.successors:
                 return await _lone_branch(loop, src, branches[0])
     return await route_all(loop, tasks, results)
+
+
+DEFERRED = "__deferred__"
+"""The key of ``RunLoop.barriers`` (saved with the checkpoint) holding the deferred nodes
+triggered so far that wait for the run to have nothing else left to run."""
+
+
+def defer(loop: RunLoop, planned: Planned) -> Planned:
+    """``planned`` with its ``defer=True`` nodes held back until a step would have no other
+    task: then they all run (as LangGraph runs a deferred node once the run would end)."""
+    deferred = loop.graph.deferred
+    waiting = loop.barriers.setdefault(DEFERRED, set())
+    held = [name for name in planned.tasks if name in deferred]
+    if held:
+        waiting.update(held)
+        planned.tasks = [name for name in planned.tasks if name not in deferred]
+    if waiting and not (planned.tasks or planned.sends):
+        planned.tasks = [name for name in loop.graph.nodes if name in waiting]
+        waiting.clear()
+    return planned
 
 
 async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> Planned:
@@ -279,3 +303,20 @@ def _add_target(
             step=loop.step,
         )
     names[target] = None
+
+
+def edge_index(
+    builder: StateGraph,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, list[tuple[str, frozenset[str], str]]]]:
+    """The static edges as ``source -> targets``, and the joins (``add_edge([a, b], c)``)
+    as ``source -> [(target, all its sources, barrier key)]``."""
+    successors: dict[str, list[str]] = {}
+    for a, b in builder.edges:
+        successors.setdefault(a, []).append(b)
+    joins: dict[str, list[tuple[str, frozenset[str], str]]] = {}
+    for target, groups in builder.joins.items():
+        for sources in groups:
+            key = f"{target}<{'+'.join(sources)}"
+            for src in sources:
+                joins.setdefault(src, []).append((target, frozenset(sources), key))
+    return {k: tuple(v) for k, v in successors.items()}, joins

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from threadloom.engine.runtime_info import ExecutionInfo, Runtime, server_info
 from threadloom.types import Interrupt
 
 Emit = Callable[[str, Any], None]
@@ -68,6 +69,7 @@ class TaskContext:
     attempt: int = 1  # of the node's retries, 1-based
     first_attempt_time: float | None = None  # set for nodes that take a ``runtime``
     chunk_metadata: dict[str, Any] | None = None  # built on the first streamed chunk
+    failure: Any = None  # the NodeError an error handler's task handles
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
@@ -76,40 +78,13 @@ _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=No
 _SCOPE: ContextVar[list[Any] | None] = ContextVar("threadloom_interrupt_scope", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutionInfo:
-    """Facts about the running node call, as LangGraph's ``ExecutionInfo``.
-
-    Attributes:
-        checkpoint_id: the checkpoint the run continues from ("" for a new thread).
-        checkpoint_ns: the (sub)graph namespace ("" at the top).
-        task_id: the task's id.
-        thread_id: the thread, or None without one.
-        run_id: the config's ``run_id``, or None.
-        node_attempt: the attempt number under the node's retry policy (1-based).
-        node_first_attempt_time: Unix time (s) the first attempt started.
-    """
-
-    checkpoint_id: str
-    checkpoint_ns: str
-    task_id: str
-    thread_id: str | None = None
-    run_id: str | None = None
-    node_attempt: int = 1
-    node_first_attempt_time: float | None = None
-
-    def patch(self, **overrides: Any) -> ExecutionInfo:
-        """A copy with the given fields replaced."""
-        return replace(self, **overrides)
-
-
 def execution_info(ctx: TaskContext) -> ExecutionInfo:
     """The ``ExecutionInfo`` of the task running under ``ctx``."""
     conf = ctx.config.get("configurable") or {}
     run_id = ctx.config.get("run_id")
     return ExecutionInfo(
         checkpoint_id=str(conf.get("checkpoint_id") or ""),
-        checkpoint_ns=str(conf.get("checkpoint_ns") or ""),
+        checkpoint_ns="|".join((*ctx.namespace, f"{ctx.node}:{ctx.task_id}")),
         task_id=ctx.task_id,
         thread_id=conf.get("thread_id"),
         run_id=None if run_id is None else str(run_id),
@@ -118,28 +93,30 @@ def execution_info(ctx: TaskContext) -> ExecutionInfo:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Runtime:
-    """Handed to a node that declares a ``runtime`` parameter.
+def task_runtime(ctx: TaskContext, writer: Callable[[Any], None]) -> Runtime[Any]:
+    """The ``Runtime`` handed to the node running under ``ctx``."""
+    run = ctx.run
+    return Runtime(
+        ctx.context,
+        stream_writer=writer,
+        execution_info=execution_info(ctx),
+        server_info=server_info(ctx.config),
+        control=getattr(run, "control", None),
+        config=ctx.config,
+        node=ctx.node,
+        step=ctx.step,
+        remaining_steps=ctx.remaining_steps,
+    )
 
-    Attributes:
-        config: the run config (``configurable`` holds ``thread_id`` etc.).
-        node: the running node's name.
-        step: the current super-step.
-        remaining_steps: super-steps left before ``recursion_limit`` stops the run
-            (as LangGraph's ``RemainingSteps``; counted per invocation).
-        stream_writer: writes to the ``custom`` stream mode.
-        context: the ``context=`` object given to ``invoke``.
-        execution_info: the attempt number and ids of this node call (as LangGraph's).
+
+def get_runtime(context_schema: Any = None) -> Runtime[Any]:
+    """The running node's ``Runtime``, as LangGraph's ``get_runtime`` (``context_schema``
+    only types the result).
+
+    Raises:
+        RuntimeError: outside a running node.
     """
-
-    config: dict[str, Any]
-    node: str
-    step: int
-    remaining_steps: int
-    stream_writer: Callable[[Any], None]
-    context: Any = None
-    execution_info: ExecutionInfo | None = None
+    return task_runtime(_require_task("get_runtime()"), get_stream_writer())
 
 
 def current_task() -> TaskContext | None:

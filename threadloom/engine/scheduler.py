@@ -36,13 +36,14 @@ from threadloom.engine.tasks import (
     task_result,
 )
 from threadloom.engine.writes import ParentCommand
-from threadloom.errors import GraphRecursionError
+from threadloom.errors import GraphDrained, GraphRecursionError
 from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
     from threadloom.engine.replay import Travel
+    from threadloom.engine.runtime_info import RunControl
     from threadloom.engine.stream import StreamSink
 
 
@@ -124,6 +125,7 @@ class RunLoop(Persistence):
         self.node_finished = (config.get("configurable") or {}).get(CONFIG_KEY_NODE_FINISHED)
         self.travel: Travel | None = None  # a time-travelling run's, shared (replay.py)
         self.parents: dict[str, str] = {}  # enclosing namespace -> its checkpoint id
+        self.control: RunControl | None = None  # asked to drain between steps (invoke's)
 
     async def run(self, input: Any) -> dict[str, Any]:
         """Run to the end, a pause or an error; return the output state."""
@@ -156,6 +158,8 @@ class RunLoop(Persistence):
         steps_done = 0
         tasks: list[Task] | None = None  # the step just run
         while planned.tasks or planned.sends:
+            if self.control is not None and self.control.drain_requested:
+                raise GraphDrained(self.control.drain_reason or "shutdown")
             tasks = self._plan(planned, resume, limit, steps_done, tasks)  # plan the step
             del planned  # nothing of a finished step stays referenced while this one runs
             if tasks is None:  # the run pauses here (interrupt_before / interrupt_after)

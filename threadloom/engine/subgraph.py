@@ -157,6 +157,7 @@ def child_loop(
     at = (parent.checkpoint_config.get("configurable") or {}).get("checkpoint_id")
     if at is not None and loop.cp is not None:  # its checkpoints name where the parents stood
         loop.parents = {**parent.parents, "|".join(parent.namespace): at}
+    loop.control = parent.control  # a drain asked of the parent stops the child too
     return loop
 
 

@@ -13,19 +13,27 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.node_call import (
+    call_node,
+    debug_event,
+    emit_unstreamed_messages,
+    see_input_messages,
+)
 from threadloom.engine.runtime import (
     _TASK,
     Emit,
     GraphInterrupt,
-    Runtime,
     TaskContext,
-    _noop,
-    execution_info,
 )
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
-from threadloom.errors import add_node_note
+from threadloom.errors import (
+    GraphDrained,
+    NodeCancelledError,
+    NodeError,
+    RecordedNodeError,
+    add_node_note,
+)
 from threadloom.types import START, Command, Send
-from threadloom.workers import to_worker
 
 if TYPE_CHECKING:
     from threadloom.engine.graph import NodeSpec
@@ -72,6 +80,14 @@ def task_result(writes: list[tuple[str, Any]] | None) -> dict[str, Any]:
     return out
 
 
+@dataclass(slots=True)
+class Failed(TaskResult):
+    """A saved task whose node failed and whose error handler is due (``record_failure``):
+    ``error`` is ``{"type": ..., "message": ...}``."""
+
+    error: dict[str, Any] | None = None
+
+
 class Held:
     """A paused task that a resume map does not answer: it stays paused, unrun."""
 
@@ -98,6 +114,7 @@ class Task:
     pushed: bool = False  # made by a Send packet (not triggered by an edge)
     streamed: bool = False  # its ``updates`` event was sent as it finished
     ended: bool = False  # its ``tasks`` end event was sent
+    failure: Any = None  # a NodeError: the task runs its node's error handler for it
 
     @staticmethod
     def virtual_start() -> Task:
@@ -151,7 +168,9 @@ def make_tasks(
     if planned.pending or resume:
         for task in tasks:
             done = planned.pending.get(task.id)
-            if done is not None:
+            if type(done) is Failed:
+                _handler_due(graph, task, done.error or {})
+            elif done is not None:
                 task.result = done
                 task.cached = True
             answers = resume.get(task.id) if resume else None
@@ -160,6 +179,18 @@ def make_tasks(
             elif answers is not None:
                 task.resume = answers
     return tasks
+
+
+def _handler_due(graph: Any, task: Task, error: dict[str, Any]) -> None:
+    """Make ``task`` (whose node failed in an earlier run) run its node's error handler
+    with the saved error (``RecordedNodeError``)."""
+    handler = task.node.error_handler if task.node is not None else None
+    if handler is None or handler not in graph.nodes:
+        return  # the graph changed since: the node runs again
+    exc = RecordedNodeError(str(error.get("message", "")), str(error.get("type", "")))
+    task.failure = NodeError(task.name, exc)
+    task.name = handler
+    task.node = graph.nodes[handler]
 
 
 def lone_task(loop: RunLoop, name: str, remaining: int) -> Task:
@@ -197,20 +228,20 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         loop.blocking_ok and loop.inline_sync, task.index, loop,
     )
     if ctx.streamed_ids is not None and loop.graph.message_keys:
-        _see_input_messages(ctx.streamed_ids, loop.graph.message_keys, task.input)
+        see_input_messages(ctx.streamed_ids, loop.graph.message_keys, task.input)
     attempt = 0
     debug = loop.emit if "debug" in modes else None  # the sink of debug events
     if debug is not None:
-        _debug_event(debug, "task", loop.step, task, "input", task.input)
+        debug_event(debug, "task", loop.step, task, "input", task.input)
     if "tasks" in modes:
         _emit_task_start(loop, task)
-    # A plain node (no subgraph, no injected arguments) is called right here, one
-    # coroutine layer less per task than going through _call: an async one is awaited,
-    # a sync one runs inline when _call would run it inline (else it goes to a worker).
+    # A plain node (no subgraph, no injected arguments) is called right here, a coroutine
+    # layer less than _call: awaited if async, else inline when _call would (or a worker).
     is_async = node.is_async
     here = node.subgraph is None and not (
-        node.wants_config or node.wants_runtime or node.wants_writer
+        node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
+    ctx.failure = task.failure
     if node.wants_runtime:
         ctx.first_attempt_time = time.time()
     while True:
@@ -225,16 +256,18 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 finally:
                     _TASK.reset(token)
             else:
-                result = await _call(loop, task, node, ctx)
+                result = await call_node(loop, task, node, ctx)
             break
         except ParentCommand as pc:  # from a graph invoked in the node: it routes here
             result = Command(update=pc.command.update, goto=pc.command.goto)
             break
-        except (GraphInterrupt, asyncio.CancelledError):
-            raise
+        except (GraphInterrupt, GraphDrained, asyncio.CancelledError) as exc:
+            raise _stopped(task.name, exc)  # noqa: B904 - _stopped keeps the cause
         except Exception as exc:
             if not await _waited_to_retry(loop, task, exc, attempt, debug):
-                raise
+                if node.error_handler is None:
+                    raise
+                return await _to_handler(loop, task, node.error_handler, exc)
     if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
@@ -243,9 +276,9 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         writes, goto = writes_of(loop.graph, task.name, result, loop.step)
         out = TaskResult(writes, goto)
     if ctx.streamed_ids is not None and loop.emit is not None:
-        _emit_unstreamed_messages(loop, ctx, writes)
+        emit_unstreamed_messages(loop, ctx, writes)
     if debug is not None:
-        _debug_event(debug, "task_result", loop.step, task, "result", task_result(writes))
+        debug_event(debug, "task_result", loop.step, task, "result", task_result(writes))
     return out
 
 
@@ -255,6 +288,31 @@ def _emit_task_start(loop: RunLoop, task: Task) -> None:
         triggers = ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
         loop.emit("tasks", {"id": task.id, "name": task.name, "input": task.input,
                             "triggers": triggers})
+
+
+def _stopped(node: str, exc: BaseException) -> BaseException:
+    """What ``run_task`` raises for a pause or a cancellation out of node ``node``: the
+    same, except a ``CancelledError`` the node raised itself (its task is not being
+    cancelled), which fails the run as ``NodeCancelledError``, as in LangGraph."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return exc
+    current = asyncio.current_task()
+    if current is None or current.cancelling():  # the run cancels it: not the node's doing
+        return exc
+    err = NodeCancelledError(node)
+    err.__cause__ = exc
+    return err
+
+
+async def _to_handler(loop: RunLoop, task: Task, handler: str, exc: Exception) -> TaskResult:
+    """Run node ``handler`` for ``task``, whose node raised ``exc``: the task becomes the
+    handler's (its writes and routes are the handler's), and the failure is saved first
+    so that a resume after a crash of the handler runs the handler again, not the node."""
+    await loop.record_failure(task, exc)
+    task.failure = NodeError(task.name, exc)
+    task.name = handler
+    task.node = loop.graph.nodes[handler]
+    return await run_task(loop, task)
 
 
 async def _waited_to_retry(
@@ -267,7 +325,7 @@ async def _waited_to_retry(
     if delay is None:
         add_node_note(exc, task.name, loop.step)
         if debug is not None:
-            _debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+            debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
         return False
     if loop.blocking_ok and loop.inline_sync:  # a lone task of a sync run
         time.sleep(delay)  # as LangGraph's sync runs wait between attempts
@@ -286,101 +344,3 @@ def _retry_delay(node: NodeSpec, exc: Exception, attempt: int) -> float | None:
         if policy.should_retry(exc):
             return None if attempt >= policy.max_attempts else policy.interval(attempt)
     return None
-
-
-def _debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any) -> None:
-    """A ``debug`` stream event about a task: ``kind`` is ``task`` (it starts, ``key``
-    ``"input"``) or ``task_result`` (``"result"`` or ``"error"``)."""
-    payload = {"id": task.id, "name": task.name, key: value}
-    debug("debug", {"type": kind, "step": step, "payload": payload})
-
-
-async def _call(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> Any:
-    if node.subgraph is not None:
-        from threadloom.engine.subgraph import run_subgraph
-
-        token = _TASK.set(ctx)
-        try:
-            return await run_subgraph(loop, task, ctx)
-        finally:
-            _TASK.reset(token)
-    if node.wants_config or node.wants_runtime or node.wants_writer:
-        kwargs = _node_kwargs(node, ctx)
-    else:
-        kwargs = None
-    token = _TASK.set(ctx)
-    try:
-        if node.is_async:
-            if kwargs is None:
-                return await node.fn(task.input)
-            return await node.fn(task.input, **kwargs)
-        if loop.blocking_ok and loop.inline_sync:
-            return node.fn(task.input, **kwargs) if kwargs else node.fn(task.input)
-        if kwargs:
-            return await to_worker(node.fn, task.input, **kwargs)
-        return await to_worker(node.fn, task.input)
-    finally:
-        _TASK.reset(token)
-
-
-def _node_kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
-    from threadloom.engine.runtime import get_stream_writer
-
-    kwargs: dict[str, Any] = {}
-    if node.wants_config:
-        kwargs["config"] = ctx.config
-    writer = None
-    if node.wants_writer or node.wants_runtime:
-        token = _TASK.set(ctx)
-        try:
-            writer = get_stream_writer()
-        finally:
-            _TASK.reset(token)
-    if node.wants_writer:
-        kwargs["writer"] = writer or _noop
-    if node.wants_runtime:
-        kwargs["runtime"] = Runtime(
-            config=ctx.config,
-            node=ctx.node,
-            step=ctx.step,
-            remaining_steps=ctx.remaining_steps,
-            stream_writer=writer or _noop,
-            context=ctx.context,
-            execution_info=execution_info(ctx),
-        )
-    return kwargs
-
-
-def _emit_unstreamed_messages(
-    loop: RunLoop, ctx: TaskContext, writes: list[tuple[str, Any]]
-) -> None:
-    """Emit the messages a node wrote that ``messages`` mode has not sent yet: neither
-    streamed nor emitted earlier in the run, nor in the input of any node of the run
-    so far (``run_task`` records those, as LangGraph counts them seen)."""
-    from threadloom.engine.runtime import message_metadata
-
-    emit = loop.emit
-    if emit is None:
-        return
-    seen = ctx.streamed_ids if ctx.streamed_ids is not None else set()
-    for _, value in writes:
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if getattr(item, "type", None) in ("ai", "tool", "human", "system", "AIMessageChunk"):
-                mid = getattr(item, "id", None)
-                if mid in seen:
-                    continue  # streamed token by token, or already emitted in this run
-                if mid:
-                    seen.add(mid)
-                emit("messages", (item, message_metadata(ctx)))
-
-
-def _see_input_messages(seen: set[str], keys: Any, given: Any) -> None:
-    """Count the messages of a node's input (a dict or a model) as sent in ``messages``
-    mode, as LangGraph does when a node starts: a node returning them sends nothing."""
-    for key in keys:
-        value = given.get(key) if isinstance(given, dict) else getattr(given, key, None)
-        for item in value if isinstance(value, list) else ():
-            mid = getattr(item, "id", None)
-            if mid:
-                seen.add(mid)
