@@ -111,3 +111,23 @@ def see_input_messages(seen: set[str], keys: Any, given: Any) -> None:
             mid = getattr(item, "id", None)
             if mid:
                 seen.add(mid)
+
+
+def emit_task_end(
+    loop: RunLoop, task: Task, error: BaseException | None = None, interrupts: Any = ()
+) -> None:
+    """The ``tasks`` stream mode's event of a task that ended, as LangGraph: its
+    ``error`` (``repr``, as saved), ``result`` (its writes to the output keys, a key
+    written more than once as ``{"$writes": [...]}``) and ``interrupts``."""
+    from threadloom.engine.tasks import task_result
+
+    if loop.emit is None or "tasks" not in loop.modes or task.ended:
+        return
+    task.ended = True
+    keys = loop.graph.output_keys
+    writes = task.result.writes if task.result is not None else []
+    loop.emit("tasks", {
+        "id": task.id, "name": task.name, "error": None if error is None else repr(error),
+        "result": task_result([w for w in writes if w[0] in keys]),
+        "interrupts": list(interrupts),
+    })

@@ -23,18 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.apply import apply_step
 from threadloom.engine.channels import Channel
+from threadloom.engine.node_call import emit_task_end
 from threadloom.engine.persistence import Persistence
 from threadloom.engine.routing import Planned, next_tasks
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.start import Resume, start_run
-from threadloom.engine.tasks import (
-    Task,
-    TaskResult,
-    lone_task,
-    make_tasks,
-    run_task,
-    task_result,
-)
+from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphDrained, GraphRecursionError
 from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Interrupt
@@ -250,10 +244,10 @@ class RunLoop(Persistence):
             task.result = await run_task(self, task)
         except GraphInterrupt as gi:
             await self._record_interrupt(task, gi)
-            self._emit_task_end(task, interrupts=gi.interrupts)
+            emit_task_end(self, task, interrupts=gi.interrupts)
         except BaseException as exc:
             await self._record_error(task, exc)
-            self._emit_task_end(task, error=exc)
+            emit_task_end(self, task, error=exc)
             raise
         else:
             if self.node_finished is not None:
@@ -291,14 +285,14 @@ class RunLoop(Persistence):
                 task.result = await run_task(self, task)
             except GraphInterrupt as gi:
                 await self._record_interrupt(task, gi)
-                self._emit_task_end(task, interrupts=gi.interrupts)
+                emit_task_end(self, task, interrupts=gi.interrupts)
                 return
             if self.node_finished is not None:
                 self.node_finished(task.name)
             if live is not None:
                 live("updates", {task.name: task.result.update_view()})
                 task.streamed = True
-            self._emit_task_end(task)
+            emit_task_end(self, task)
             if record:
                 await self._record_writes(task)
 
@@ -323,7 +317,7 @@ class RunLoop(Persistence):
         ]
         for task, error in errors:  # every failed task's error is saved (as LangGraph)
             await self._record_error(task, error)  # type: ignore[arg-type]
-            self._emit_task_end(task, error=error)
+            emit_task_end(self, task, error=error)
         if errors:
             await self._record_finished(todo)
             raise errors[0][1]  # type: ignore[misc]  # the first in task order
@@ -342,10 +336,10 @@ class RunLoop(Persistence):
                     continue
                 extra = _CACHED if task.cached else {}  # saved writes of an earlier run
                 emit("updates", {task.name: result.update_view(), **extra})
-                self._emit_task_end(task)
+                emit_task_end(self, task)
         elif "tasks" in self.modes:
             for task in tasks:
-                self._emit_task_end(task)
+                emit_task_end(self, task)
         if "values" in self.modes:
             emit("values", self.output())
         if self.sink is not None:
@@ -389,23 +383,6 @@ class RunLoop(Persistence):
             self.graph.output_keys
         ):
             self.emit("values", self.output())
-
-    def _emit_task_end(
-        self, task: Task, error: BaseException | None = None, interrupts: Any = ()
-    ) -> None:
-        """The ``tasks`` stream mode's event of a task that ended, as LangGraph: its
-        ``error`` (``repr``, as saved), ``result`` (its writes to the output keys, a key
-        written more than once as ``{"$writes": [...]}``) and ``interrupts``."""
-        if self.emit is None or "tasks" not in self.modes or task.ended:
-            return
-        task.ended = True
-        keys = self.graph.output_keys
-        writes = task.result.writes if task.result is not None else []
-        self.emit("tasks", {
-            "id": task.id, "name": task.name, "error": None if error is None else repr(error),
-            "result": task_result([w for w in writes if w[0] in keys]),
-            "interrupts": list(interrupts),
-        })
 
     def output(self) -> dict[str, Any]:
         """The state restricted to the output keys (channels without a value are left out)."""

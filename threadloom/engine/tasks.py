@@ -227,14 +227,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         loop.message_ids if "messages" in modes else None,
         loop.blocking_ok and loop.inline_sync, task.index, loop,
     )
-    if ctx.streamed_ids is not None and loop.graph.message_keys:
-        see_input_messages(ctx.streamed_ids, loop.graph.message_keys, task.input)
     attempt = 0
-    debug = loop.emit if "debug" in modes else None  # the sink of debug events
-    if debug is not None:
-        debug_event(debug, "task", loop.step, task, "input", task.input)
-    if "tasks" in modes:
-        _emit_task_start(loop, task)
+    debug = _announce(loop, task, ctx)  # the sink of debug events
     # A plain node (no subgraph, no injected arguments) is called right here, a coroutine
     # layer less than _call: awaited if async, else inline when _call would (or a worker).
     is_async = node.is_async
@@ -280,6 +274,20 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     if debug is not None:
         debug_event(debug, "task_result", loop.step, task, "result", task_result(writes))
     return out
+
+
+def _announce(loop: RunLoop, task: Task, ctx: TaskContext) -> Emit | None:
+    """What a task's start streams (its input messages counted as sent, the ``debug``
+    and ``tasks`` start events); returns the ``debug`` sink, None when not streamed."""
+    modes = loop.modes
+    if ctx.streamed_ids is not None and loop.graph.message_keys:
+        see_input_messages(ctx.streamed_ids, loop.graph.message_keys, task.input)
+    debug = loop.emit if "debug" in modes else None
+    if debug is not None:
+        debug_event(debug, "task", loop.step, task, "input", task.input)
+    if "tasks" in modes:
+        _emit_task_start(loop, task)
+    return debug
 
 
 def _emit_task_start(loop: RunLoop, task: Task) -> None:
