@@ -1,4 +1,4 @@
-"""``Tool`` and the ``@tool`` decorator, and ``format_tool_output``.
+"""``Tool`` and the ``@tool`` decorator (``format_tool_output`` is in ``tools.output``).
 
 A tool wraps a sync or async function; its argument model and JSON schema come from
 ``threadloom.tools.schema``, its injected parameters from ``threadloom.tools.markers``.
@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
 
 from threadloom.errors import ToolError
 from threadloom.tools.markers import (
@@ -24,29 +22,9 @@ from threadloom.tools.markers import (
     _pack,
     live_state_writes,
 )
+from threadloom.tools.output import format_tool_output
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 from threadloom.workers import to_worker
-
-
-def format_tool_output(value: Any) -> str:
-    """Turn a tool's return value into ToolMessage content.
-
-    A ``str`` is kept as is; ``None`` becomes ``""``; anything else is JSON-encoded
-    (pydantic models as ``model_dump(mode="json")``, dataclasses, datetimes, UUIDs and
-    sets as pydantic encodes them; unknown objects as ``str(obj)``).
-    """
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    kind = type(value)
-    if kind is int:  # what json.dumps writes for these, without the encoder round trip
-        return int.__repr__(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
-    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
 
 
 class Tool:
