@@ -37,7 +37,6 @@ from threadloom.server.schemas import ChatCompletion, RunCreate
 from threadloom.server.state import ServerState, owner, server
 from threadloom.server.wire import dumps, uuid7
 
-
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
           404: "not_found_error", 409: "conflict_error", 413: "invalid_request_error",
           422: "invalid_request_error", 502: "server_error"}
