@@ -112,7 +112,7 @@ class RunManager:
         strategy = body.multitask_strategy or default_strategy
         if thread_id is not None and self.queue.active(thread_id):
             await self._make_room(owner, thread_id, strategy)
-        if thread_id is not None:
+        if thread_id is not None and (body.checkpoint_id or body.checkpoint):  # off the hot path
             await check_checkpoint(await self.assistants.resolve(owner, body.assistant_id),
                                    thread_id, body)
         run_id = uuid7()
