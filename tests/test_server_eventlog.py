@@ -8,7 +8,7 @@ import asyncio
 import random
 
 from threadloom.server.db import Database
-from threadloom.server.eventlog import EventLog, parse_last_event_id, sse_frame
+from threadloom.server.eventlog import ATTEMPT_SPAN, EventLog, parse_last_event_id, sse_frame
 
 
 async def _read(log: EventLog, run_id: str, after: int) -> list[int]:
@@ -37,10 +37,20 @@ async def test_readers_joining_anywhere_get_no_gap_and_no_duplicate(tmp_path):
     assert not log.is_live("r1")
     assert await _read(log, "r1", 150) == list(range(151, 301))  # from the table now
     again = EventLog(db)
-    await again.open("r1", fresh=False)  # a restarted server goes on numbering
-    assert again.append("r1", "metadata", "{}") == 301
+    # a restarted server goes on numbering in the next attempt's range, past every id the
+    # killed one could have sent without writing it
+    assert await again.open("r1", fresh=False) == 2
+    assert again.append("r1", "metadata", "{}") == ATTEMPT_SPAN + 1
+    await again.flush()
     again.close("r1")
+    assert await _read(again, "r1", 300) == [ATTEMPT_SPAN + 1]
     await again.stop()
+    third = EventLog(db)
+    assert await third.open("r1", fresh=False) == 3
+    assert third.append("r1", "metadata", "{}") == 2 * ATTEMPT_SPAN + 1
+    third.close("r1")
+    await third.stop()
+    assert await _read(third, "r1", 299) == [300, ATTEMPT_SPAN + 1, 2 * ATTEMPT_SPAN + 1]
     db.close()
 
 

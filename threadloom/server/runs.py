@@ -29,6 +29,11 @@ from threadloom.server.executor import Executor, Outcome, RunJob, describe_error
 from threadloom.server.graphs import Assistant
 from threadloom.server.http import ApiError, not_found
 from threadloom.server.queue import RunQueue
+from threadloom.server.run_checks import (
+    check_checkpoint,
+    check_interrupt_nodes,
+    checkpointer_call,
+)
 from threadloom.server.runs_store import FINISHED, Runs
 from threadloom.server.schemas import RunCreate
 from threadloom.server.threads_store import Threads
@@ -107,8 +112,9 @@ class RunManager:
         strategy = body.multitask_strategy or default_strategy
         if thread_id is not None and self.queue.active(thread_id):
             await self._make_room(owner, thread_id, strategy)
-        if thread_id is not None:
-            await self._check_checkpoint(owner, thread_id, body)
+        if thread_id is not None and (body.checkpoint_id or body.checkpoint):  # off the hot path
+            await check_checkpoint(await self.assistants.resolve(owner, body.assistant_id),
+                                   thread_id, body)
         run_id = uuid7()
         # The log opens before the row exists, so whoever finds the row finds its log.
         await self.log.open(run_id)
@@ -124,22 +130,6 @@ class RunManager:
         self._run_made(run["thread_id"])
         await self.queue.submit(run["thread_id"], run_id)
         return run
-
-    async def _check_checkpoint(self, owner: str, thread_id: str, body: RunCreate) -> None:
-        """404 for a ``checkpoint_id`` the thread does not have (as ``GET state``)."""
-        checkpoint_id = body.checkpoint_id or (body.checkpoint.checkpoint_id
-                                               if body.checkpoint else None)
-        if not checkpoint_id:
-            return
-        assistant = await self.assistants.resolve(owner, body.assistant_id)
-        cp = assistant.graph.checkpointer if assistant is not None else None
-        if cp is None:
-            return  # the transaction answers for the assistant
-        ns = body.checkpoint.checkpoint_ns if body.checkpoint else ""
-        found = await _call(cp, "get_tuple", {"configurable": {
-            "thread_id": thread_id, "checkpoint_ns": ns or "", "checkpoint_id": checkpoint_id}})
-        if found is None:
-            raise ApiError(404, f"Checkpoint with ID {checkpoint_id} not found")
 
     async def _make_room(self, owner: str, thread_id: str, strategy: str) -> None:
         """The thread runs another run: 404 when it is not the caller's, 409 under
@@ -161,7 +151,7 @@ class RunManager:
             raise not_found("Assistant", body.assistant_id)
         if body.input is not None and body.command is not None:
             raise ApiError(422, "input and command: give one of them, not both")
-        _check_interrupt_nodes(assistant, body)
+        check_interrupt_nodes(assistant, body)
         temporary = thread_id is None and body.on_completion != "keep"
         if thread_id is None:
             thread_id = str(Threads.create_tx(tx, owner, None, None,
@@ -273,7 +263,7 @@ class RunManager:
         await self.threads.delete(job.owner, thread_id)
         cp = job.assistant.graph.checkpointer
         if cp is not None:
-            await _call(cp, "delete_thread", thread_id)
+            await checkpointer_call(cp, "delete_thread", thread_id)
 
     # -- cancelling, joining -----------------------------------------------------------
 
@@ -368,19 +358,6 @@ class RunManager:
         await self.queue.close()
 
 
-def _check_interrupt_nodes(assistant: Assistant, body: RunCreate) -> None:
-    """422 naming a node of ``interrupt_before``/``interrupt_after`` the graph lacks."""
-    nodes = assistant.graph.nodes
-    for field in ("interrupt_before", "interrupt_after"):
-        names = getattr(body, field)
-        if isinstance(names, list):
-            unknown = [n for n in names if n not in nodes]
-            if unknown:
-                raise ApiError(422, f"{field}: no node named {unknown[0]!r} in graph "
-                                    f"{assistant.graph_id!r} (its nodes: "
-                                    f"{', '.join(n for n in nodes if not n.startswith('__'))})")
-
-
 async def _latest_checkpoint(assistant: Assistant, thread_id: str) -> str | None:
     """The id of the thread's latest root checkpoint (None: it has none): one read of
     the checkpointer, not a whole state snapshot."""
@@ -388,7 +365,7 @@ async def _latest_checkpoint(assistant: Assistant, thread_id: str) -> str | None
     if cp is None:
         return None
     with contextlib.suppress(Exception):
-        found = await _call(cp, "get_tuple", {"configurable": {"thread_id": thread_id,
+        found = await checkpointer_call(cp, "get_tuple", {"configurable": {"thread_id": thread_id,
                                                                "checkpoint_ns": ""}})
         if found is not None:
             return str(found.config["configurable"].get("checkpoint_id"))
@@ -400,18 +377,11 @@ async def _roll_back(graph: Any, thread_id: str, before: str | None) -> None:
     a thread that had none loses its checkpoints."""
     if before is None:
         if graph.checkpointer is not None:
-            await _call(graph.checkpointer, "delete_thread", thread_id)
+            await checkpointer_call(graph.checkpointer, "delete_thread", thread_id)
         return
     await graph.aupdate_state({"configurable": {"thread_id": thread_id,
                                                 "checkpoint_id": before}}, None)
 
-
-async def _call(cp: Any, method: str, *args: Any) -> Any:
-    async_method = getattr(cp, "a" + method, None)
-    if async_method is not None and not getattr(cp, "inline_io", False):
-        return await async_method(*args)
-    from threadloom.workers import to_worker
-    return await to_worker(getattr(cp, method), *args)
 
 
 __all__ = ["FINISHED", "RunManager"]
