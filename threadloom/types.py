@@ -19,7 +19,10 @@ START = "__start__"
 END = "__end__"
 """The virtual node a branch goes to when it is finished."""
 
-RESERVED_NAMES = frozenset({START, END, "__interrupt__", "__root__", "__pregel_tasks"})
+ROOT = "__root__"
+"""The one channel of a graph whose whole state is a single value (``StateGraph(list)``)."""
+
+RESERVED_NAMES = frozenset({START, END, "__interrupt__", ROOT, "__pregel_tasks"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,23 @@ class Command:
         if isinstance(self.goto, str | Send):
             return [self.goto]
         return list(self.goto)
+
+
+@dataclass(frozen=True, slots=True)
+class Overwrite:
+    """A write that replaces a reduced key's value instead of going through its reducer.
+
+    As LangGraph's ``Overwrite``: ``{"messages": Overwrite(["b"])}`` sets ``messages`` to
+    ``["b"]`` whatever its reducer; the JSON forms ``{"__overwrite__": value}`` and
+    ``{"type": "__overwrite__", "value": value}`` count as one too. Two overwrites of one
+    key in one super-step are an ``InvalidUpdateError``.
+
+    Args:
+        value: the key's new value.
+    """
+
+    value: Any
+    type: Literal["__overwrite__"] = "__overwrite__"
 
 
 class Interrupt(NamedTuple):

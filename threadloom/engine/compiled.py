@@ -19,8 +19,8 @@ from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.scheduler import RunLoop
-from threadloom.engine.schema import input_validator, state_builder
-from threadloom.engine.stream import StreamSink, normalize_modes, shape
+from threadloom.engine.schema import input_validator, schema_kind, state_builder
+from threadloom.engine.stream import StreamSink, normalize_modes, shape, with_interrupts
 from threadloom.engine.sync import (
     _in_running_loop,
     iterate_on_private_loop,
@@ -71,6 +71,8 @@ class CompiledGraph(ThreadState):
             if getattr(spec.reducer, "__name__", "") == "add_messages"
         )
         self.ephemeral_keys = tuple(k for k, spec in self.specs.items() if spec.ephemeral)
+        self.untracked_keys = frozenset(k for k, spec in self.specs.items() if spec.untracked)
+        self.root_state = schema_kind(builder.state_schema) == "root"  # one value: __root__
         self.channels = {k: spec.make() for k, spec in self.specs.items()}
         self._initial = {
             k: spec.default
@@ -264,9 +266,7 @@ class CompiledGraph(ThreadState):
         else:
             async with self._hold(loop):
                 out = await loop.run(input)
-        if loop.interrupts:
-            out["__interrupt__"] = list(loop.interrupts)
-        return out
+        return with_interrupts(out, list(loop.interrupts)) if loop.interrupts else out
 
     def invoke(
         self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
@@ -367,7 +367,7 @@ def _emit_paused_values(loop: RunLoop, sink: StreamSink) -> None:
     scheduler's, ``RunLoop._emit_pause``)."""
     if loop.interrupts and "values" in loop.modes:
         emit = sink.bind(())
-        emit("values", {**loop.output(), "__interrupt__": tuple(loop.interrupts)})
+        emit("values", with_interrupts(loop.output(), tuple(loop.interrupts)))
 
 
 def _keys(schema: Any, specs: Mapping[str, Any]) -> list[str]:

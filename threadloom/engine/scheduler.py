@@ -30,7 +30,7 @@ from threadloom.engine.start import Resume, start_run
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphRecursionError, InvalidUpdateError
-from threadloom.types import Command, Durability, Interrupt
+from threadloom.types import ROOT, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
@@ -323,8 +323,11 @@ class RunLoop(Persistence):
             emit("updates", {"__interrupt__": interrupts})
 
     def output(self) -> dict[str, Any]:
-        """The state restricted to the output keys (channels without a value are left out)."""
+        """The state restricted to the output keys (channels without a value are left out);
+        a root-channel graph's bare value."""
         values = self.values
+        if self.graph.root_state:
+            return values.get(ROOT)  # type: ignore[return-value]
         return {key: values[key] for key in self.graph.output_keys if key in values}
 
 

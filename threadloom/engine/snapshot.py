@@ -18,7 +18,7 @@ from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.tasks import Task, TaskResult, task_id
 from threadloom.engine.writes import writes_of
 from threadloom.errors import InvalidUpdateError
-from threadloom.types import START, Interrupt
+from threadloom.types import ROOT, START, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
@@ -131,6 +131,13 @@ def latest_view(
     snap = to_snapshot(graph, saved)
     if saved.pending_writes and not cfg["configurable"].get("checkpoint_id"):
         snap = with_finished_tasks(graph, saved, snap)
+    return shown(graph, snap)
+
+
+def shown(graph: CompiledGraph, snap: StateSnapshot) -> StateSnapshot:
+    """``snap`` as callers see it: a root-channel graph's ``values`` is the bare value."""
+    if graph.root_state:
+        return snap._replace(values=snap.values.get(ROOT))
     return snap
 
 
@@ -184,7 +191,7 @@ def history_sync(
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
     items = cp.list(_without_id(cfg), filter=filter, before=before, limit=limit)
-    return [to_snapshot(graph, t) for t in items]
+    return [shown(graph, to_snapshot(graph, t)) for t in items]
 
 
 def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +215,7 @@ async def history(
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    return [to_snapshot(graph, t) for t in items]
+    return [shown(graph, to_snapshot(graph, t)) for t in items]
 
 
 async def update_state(

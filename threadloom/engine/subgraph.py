@@ -160,7 +160,7 @@ def child_loop(
     return loop
 
 
-def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:
+def _written_update(parent: RunLoop, child: RunLoop) -> list[Any]:
     updates: list[dict[str, Any]] = []
     for key, values in child.written_keys.items():
         if key not in parent.channels:
@@ -169,4 +169,6 @@ def _written_update(parent: RunLoop, child: RunLoop) -> list[dict[str, Any]]:
             updates.extend({key: v} for v in values)  # each write, reduced once above
         elif key in child.values:
             updates.append({key: child.values[key]})
+    if parent.graph.root_state:  # a bare-value parent takes keyed updates in Commands
+        return [Command(update=u) for u in updates]
     return updates

@@ -24,7 +24,7 @@ from threadloom.engine.runtime import (
 )
 from threadloom.engine.writes import ParentCommand, add_update, writes_of
 from threadloom.errors import add_node_note
-from threadloom.types import START, Command, Send
+from threadloom.types import ROOT, START, Command, Send
 from threadloom.workers import to_worker
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ class TaskResult:
                 out[key] = [*prev, value] if isinstance(prev, _Many) else _Many([prev, value])
             else:
                 out[key] = value
+        if ROOT in out:  # a root-channel graph: the bare value, as LangGraph streams it
+            value = out[ROOT]
+            return list(value) if isinstance(value, _Many) else value  # type: ignore[no-any-return]
         return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
 
 
@@ -220,7 +223,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         except Exception as exc:
             if not await _waited_to_retry(loop, task, exc, attempt, debug):
                 raise
-    if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
+    if type(result) is dict and not loop.graph.root_state:  # the usual return: two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
         out = TaskResult(writes, [])
