@@ -73,6 +73,10 @@ class Command:
         return list(self.goto)
 
 
+OVERWRITE = "__overwrite__"
+"""The key of an ``Overwrite`` in JSON: ``{"__overwrite__": value}``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Overwrite:
     """A write that replaces a reduced key's value instead of going through its reducer.

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from threadloom.errors import InvalidUpdateError
-from threadloom.types import Overwrite
+from threadloom.types import OVERWRITE, Overwrite
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING", "__slots__": ()})()
 
@@ -52,14 +52,19 @@ class UntrackedValue:
     As LangGraph's ``UntrackedValue`` channel: nodes of the run see what was written (a
     lock, a client, a session), but checkpoints, saved writes and the ``Send`` packets
     they keep leave the key out, so ``get_state`` does not show it and a resumed run
-    starts without it.
+    starts without it. ``UntrackedValue(T, guard=False)`` (an instance, as LangGraph
+    takes too) keeps the last of several writes in one step instead of refusing them.
+
+    Args:
+        typ: the value's type (documentation only).
+        guard: refuse two writes in one super-step (``InvalidUpdateError``).
     """
 
-    def __init__(self) -> None:  # pragma: no cover - used as a class marker only
-        raise TypeError("UntrackedValue is a marker: write Annotated[T, UntrackedValue]")
+    __slots__ = ("typ", "guard")
 
-
-_OVERWRITE = "__overwrite__"
+    def __init__(self, typ: Any = None, guard: bool = True) -> None:
+        self.typ = typ
+        self.guard = guard
 
 
 def overwrite_of(value: Any) -> tuple[bool, Any]:
@@ -69,9 +74,9 @@ def overwrite_of(value: Any) -> tuple[bool, Any]:
     if type(value) is Overwrite:
         return True, value.value
     if isinstance(value, dict):
-        if len(value) == 1 and _OVERWRITE in value:
-            return True, value[_OVERWRITE]
-        if value.get("type") == _OVERWRITE and "value" in value:
+        if len(value) == 1 and OVERWRITE in value:
+            return True, value[OVERWRITE]
+        if value.get("type") == OVERWRITE and "value" in value:
             return True, value["value"]
     return False, None
 

@@ -170,15 +170,21 @@ def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
         for item in meta:
             if item is Ephemeral or isinstance(item, Ephemeral):
                 ephemeral = True
-            elif item is UntrackedValue:
+            elif item is UntrackedValue or isinstance(item, UntrackedValue):
                 untracked = True
+                if isinstance(item, UntrackedValue) and not item.guard:
+                    reducer = _last  # several writes in a step: the last one stays
             elif callable(item) and not isinstance(item, type):
                 reducer = item
-    if reducer is not None and default is MISSING:
+    if reducer is not None and reducer is not _last and default is MISSING:
         origin = get_origin(base) or base
         if origin in _EMPTY_CONSTRUCTIBLE:
             default = _Factory(origin) if origin in (list, dict, set) else origin()
     return ChannelSpec(key, base, reducer, ephemeral, default, untracked)
+
+
+def _last(current: Any, update: Any) -> Any:
+    return update
 
 
 def _field_defaults(schema: Any, kind: SchemaKind) -> dict[str, Any]:
