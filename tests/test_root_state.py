@@ -204,3 +204,25 @@ def test_dict_schemas_are_unchanged_and_plain_classes_still_refused() -> None:
 
     with pytest.raises(GraphBuildError, match="not a TypedDict"):
         StateGraph(Plain)
+
+
+def test_exit_durability_keeps_the_finished_tasks_of_a_paused_step(saver: Any) -> None:
+    """As LangGraph: with ``durability="exit"`` a pause saves the writes of the step's
+    tasks that finished, so resuming does not run them again."""
+    calls = {"a": 0, "b": 0}
+
+    def a(state: list[str]) -> list[str]:
+        calls["a"] += 1
+        return ["a"]
+
+    def b(state: list[str]) -> list[str]:
+        calls["b"] += 1
+        return [interrupt("b?")]
+
+    builder = StateGraph(Annotated[list, operator.add]).add_node(a).add_node(b)
+    builder.add_edge(START, "a").add_edge(START, "b")
+    app = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "x"}}
+    assert "__interrupt__" in app.invoke(["0"], config, durability="exit")
+    assert app.invoke(Command(resume="B"), config, durability="exit") == ["0", "a", "B"]
+    assert calls == {"a": 1, "b": 2}

@@ -66,6 +66,12 @@ class Command:
         # ``-> Command[Literal["a", "b"]]`` declares where a node may route.
         return types.GenericAlias(cls, item if isinstance(item, tuple) else (item,))
 
+    def __repr__(self) -> str:
+        # as LangGraph's: the fields that are set, in its field order
+        shown = (("graph", self.graph), ("update", self.update), ("resume", self.resume),
+                 ("goto", self.goto))
+        return "Command(" + ", ".join(f"{k}={v!r}" for k, v in shown if v) + ")"
+
     def goto_list(self) -> list[str | Send]:
         """Return ``goto`` as a list."""
         if isinstance(self.goto, str | Send):

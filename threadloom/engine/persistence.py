@@ -85,8 +85,9 @@ class Persistence:
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_finished(self, tasks: list[Task]) -> None:
-        """With ``durability="exit"``, when a step fails: save the writes of its tasks that
-        finished (LangGraph saves them on exit), so a retry does not run them again."""
+        """With ``durability="exit"``, when a step fails or pauses: save the writes of its
+        tasks that finished (LangGraph saves them on exit), so a retry or a resume does not
+        run them again."""
         if self.cp is None or self.durability != "exit":
             return
         for task in tasks:

@@ -19,6 +19,7 @@ lives inside the verb it speeds up: a lone task planned without the general loop
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.apply import apply_step
@@ -264,7 +265,11 @@ class RunLoop(Persistence):
             if record:
                 await self._record_writes(task)
 
-        running = [asyncio.ensure_future(one(t)) for t in todo]
+        limit = self.config.get("max_concurrency")
+        if limit and len(todo) > limit:  # as LangGraph's config: at most that many at once
+            running = _gated(one, todo, limit)
+        else:
+            running = [asyncio.ensure_future(one(t)) for t in todo]
         for fut in running:  # no task's error goes unretrieved, whatever ends the wait
             fut.add_done_callback(_retrieve)
         try:
@@ -285,8 +290,9 @@ class RunLoop(Persistence):
         ]
         for task, error in errors:  # every failed task's error is saved (as LangGraph)
             await self._record_error(task, error)  # type: ignore[arg-type]
-        if errors:
+        if errors or self.paused:  # (durability "exit": the finished tasks' writes kept)
             await self._record_finished(todo)
+        if errors:
             raise errors[0][1]  # type: ignore[misc]  # the first in task order
 
     # -- emit --------------------------------------------------------------
@@ -329,6 +335,19 @@ class RunLoop(Persistence):
         if self.graph.root_state:
             return values.get(ROOT)  # type: ignore[return-value]
         return {key: values[key] for key in self.graph.output_keys if key in values}
+
+
+def _gated(
+    run: Callable[[Task], Awaitable[None]], todo: list[Task], limit: int
+) -> list[asyncio.Future[None]]:
+    """``run`` of each task, at most ``limit`` of them at a time (``max_concurrency``)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(task: Task) -> None:
+        async with gate:
+            await run(task)
+
+    return [asyncio.ensure_future(one(t)) for t in todo]
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

@@ -45,7 +45,7 @@ class StateSnapshot(NamedTuple):
     """A thread's state at one checkpoint, as LangGraph's ``StateSnapshot``.
 
     Attributes:
-        values: the state's keys and values.
+        values: the state's keys and values (a root-channel graph's bare value).
         next: names of the nodes that run next (empty when the run finished).
         config: the config naming this checkpoint (pass it to ``invoke`` to time-travel).
         metadata: ``source`` (input/loop/update/fork), ``step``, ``writes``.
@@ -55,7 +55,7 @@ class StateSnapshot(NamedTuple):
         interrupts: every pending interrupt.
     """
 
-    values: dict[str, Any]
+    values: Any
     next: tuple[str, ...]
     config: dict[str, Any]
     metadata: dict[str, Any] | None

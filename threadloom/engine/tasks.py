@@ -44,8 +44,9 @@ class TaskResult:
         """``goto`` in a codec-storable form."""
         return [g if isinstance(g, str) else {"node": g.node, "arg": g.arg} for g in self.goto]
 
-    def update_view(self) -> dict[str, Any] | None:
-        """The task's writes as one dict, as the ``updates`` stream mode shows them."""
+    def update_view(self) -> Any:
+        """The task's writes as one dict, as the ``updates`` stream mode shows them (the
+        bare value for a root-channel graph), or None when it wrote nothing."""
         if not self.writes:
             return None
         out: dict[str, Any] = {}
@@ -57,7 +58,7 @@ class TaskResult:
                 out[key] = value
         if ROOT in out:  # a root-channel graph: the bare value, as LangGraph streams it
             value = out[ROOT]
-            return list(value) if isinstance(value, _Many) else value  # type: ignore[no-any-return]
+            return list(value) if isinstance(value, _Many) else value
         return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
 
 
