@@ -226,3 +226,52 @@ def test_exit_durability_keeps_the_finished_tasks_of_a_paused_step(saver: Any) -
     assert "__interrupt__" in app.invoke(["0"], config, durability="exit")
     assert app.invoke(Command(resume="B"), config, durability="exit") == ["0", "a", "B"]
     assert calls == {"a": 1, "b": 2}
+
+
+def test_max_concurrency_caps_the_tasks_running_at_once() -> None:
+    import asyncio
+
+    seen = {"now": 0, "most": 0}
+
+    async def work(item: int) -> list[int]:
+        seen["now"] += 1
+        seen["most"] = max(seen["most"], seen["now"])
+        await asyncio.sleep(0.01)
+        seen["now"] -= 1
+        return [item]
+
+    builder = StateGraph(Annotated[list, operator.add]).add_node("work", work)
+    builder.add_node("fan", lambda s: ["fan"])
+    builder.add_edge(START, "fan")
+    builder.add_conditional_edges("fan", lambda s: [Send("work", i) for i in range(12)])
+    graph = builder.compile()
+    assert graph.invoke([], {"max_concurrency": 3}) == ["fan", *range(12)]
+    assert seen["most"] == 3
+    seen["most"] = 0
+    assert graph.invoke([]) == ["fan", *range(12)]
+    assert seen["most"] == 12
+
+
+def test_command_repr_shows_the_fields_set() -> None:
+    assert repr(Command(goto=Send("2", 3))) == "Command(goto=Send(node='2', arg=3))"
+    assert repr(Command(update=["a"], resume=1)) == "Command(update=['a'], resume=1)"
+
+
+def test_updates_of_a_key_written_twice_by_one_node_come_one_by_one() -> None:
+    class State(TypedDict):
+        foo: Annotated[str, operator.add]
+
+    def node_a(state: State) -> list[Command]:
+        return [Command(update={"foo": "a1"}), Command(update={"foo": "a2"})]
+
+    graph = (
+        StateGraph(State)
+        .add_sequence([node_a, ("node_b", lambda s: {"foo": "b"})])
+        .add_edge(START, "node_a")
+        .compile()
+    )
+    assert graph.invoke({"foo": ""}) == {"foo": "a1a2b"}
+    assert list(graph.stream({"foo": ""}, stream_mode="updates")) == [
+        {"node_a": [{"foo": "a1"}, {"foo": "a2"}]},
+        {"node_b": {"foo": "b"}},
+    ]

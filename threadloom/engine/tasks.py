@@ -45,25 +45,18 @@ class TaskResult:
         return [g if isinstance(g, str) else {"node": g.node, "arg": g.arg} for g in self.goto]
 
     def update_view(self) -> Any:
-        """The task's writes as one dict, as the ``updates`` stream mode shows them (the
-        bare value for a root-channel graph), or None when it wrote nothing."""
-        if not self.writes:
+        """The task's writes as the ``updates`` stream mode shows them, as LangGraph: one
+        dict; a list of one-key dicts when a key was written more than once; the bare
+        value (a list of them for several) for a root-channel graph; None for no write."""
+        writes = self.writes
+        if not writes:
             return None
-        out: dict[str, Any] = {}
-        for key, value in self.writes:
-            if key in out:
-                prev = out[key]
-                out[key] = [*prev, value] if isinstance(prev, _Many) else _Many([prev, value])
-            else:
-                out[key] = value
-        if ROOT in out:  # a root-channel graph: the bare value, as LangGraph streams it
-            value = out[ROOT]
-            return list(value) if isinstance(value, _Many) else value
-        return {k: list(v) if isinstance(v, _Many) else v for k, v in out.items()}
-
-
-class _Many(list):  # several writes to one key by one task
-    pass
+        if writes[0][0] == ROOT:  # a root-channel graph: its only channel
+            return writes[0][1] if len(writes) == 1 else [v for _, v in writes]
+        out = dict(writes)
+        if len(out) < len(writes):  # one key written twice: each write on its own
+            return [{k: v} for k, v in writes]
+        return out
 
 
 class Held:
