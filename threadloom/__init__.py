@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.channels import Ephemeral
+from threadloom.engine.channels import Ephemeral, UntrackedValue
 from threadloom.engine.compiled import CompiledGraph
 from threadloom.engine.graph import StateGraph
 from threadloom.engine.runtime import Runtime, get_config, get_stream_writer, interrupt
@@ -40,7 +40,16 @@ from threadloom.reducers import (
     merge_lists,
     replace_values,
 )
-from threadloom.types import END, START, Command, Interrupt, RetryPolicy, Send, StateUpdate
+from threadloom.types import (
+    END,
+    START,
+    Command,
+    Interrupt,
+    Overwrite,
+    RetryPolicy,
+    Send,
+    StateUpdate,
+)
 
 _LAZY = {
     "tool": "threadloom.tools",
@@ -83,7 +92,8 @@ __all__ = [
     "AIMessage", "AIMessageChunk", "AgentState", "AnyMessage", "BaseMessage", "Command",
     "CompiledGraph", "Ephemeral", "GraphRecursionError", "HumanMessage", "InMemoryCheckpointer",
     "InjectedState", "InjectedToolCallId", "Interrupt", "InvalidRouteError",
-    "InvalidUpdateError", "MessagesState", "OpenAIChatModel", "RemoveMessage", "RetryPolicy",
+    "InvalidUpdateError", "MessagesState", "OpenAIChatModel", "Overwrite", "RemoveMessage",
+    "RetryPolicy", "UntrackedValue",
     "Runtime", "ScriptedChatModel", "Send", "SqliteCheckpointer", "State", "StateGraph",
     "StateSnapshot", "StateUpdate", "SystemMessage", "ThreadBusyError", "ThreadloomError",
     "Tool", "ToolCall", "ToolMessage", "ToolNode", "add_messages", "create_agent", "get_config",

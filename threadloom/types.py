@@ -23,7 +23,10 @@ CONFIG_KEY_NODE_FINISHED = "__pregel_node_finished"
 """A ``configurable`` key: a callable given each node's name as the node finishes (not
 when it pauses or fails), in subgraphs too; LangGraph's key of the same name and value."""
 
-RESERVED_NAMES = frozenset({START, END, "__interrupt__", "__root__", "__pregel_tasks"})
+ROOT = "__root__"
+"""The one channel of a graph whose whole state is a single value (``StateGraph(list)``)."""
+
+RESERVED_NAMES = frozenset({START, END, "__interrupt__", ROOT, "__pregel_tasks"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +70,38 @@ class Command:
         # ``-> Command[Literal["a", "b"]]`` declares where a node may route.
         return types.GenericAlias(cls, item if isinstance(item, tuple) else (item,))
 
+    def __repr__(self) -> str:
+        # as LangGraph's: the fields that are set, in its field order
+        shown = (("graph", self.graph), ("update", self.update), ("resume", self.resume),
+                 ("goto", self.goto))
+        return "Command(" + ", ".join(f"{k}={v!r}" for k, v in shown if v) + ")"
+
     def goto_list(self) -> list[str | Send]:
         """Return ``goto`` as a list."""
         if isinstance(self.goto, str | Send):
             return [self.goto]
         return list(self.goto)
+
+
+OVERWRITE = "__overwrite__"
+"""The key of an ``Overwrite`` in JSON: ``{"__overwrite__": value}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overwrite:
+    """A write that replaces a reduced key's value instead of going through its reducer.
+
+    As LangGraph's ``Overwrite``: ``{"messages": Overwrite(["b"])}`` sets ``messages`` to
+    ``["b"]`` whatever its reducer; the JSON forms ``{"__overwrite__": value}`` and
+    ``{"type": "__overwrite__", "value": value}`` count as one too. Two overwrites of one
+    key in one super-step are an ``InvalidUpdateError``.
+
+    Args:
+        value: the key's new value.
+    """
+
+    value: Any
+    type: Literal["__overwrite__"] = "__overwrite__"
 
 
 class Interrupt(NamedTuple):

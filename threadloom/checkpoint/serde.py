@@ -56,7 +56,7 @@ from threadloom.checkpoint.serde_messages import message_tree
 from threadloom.checkpoint.serde_read import ENCRYPTED_PREFIX, CodecReader
 from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
 from threadloom.errors import SerializationError
-from threadloom.types import Command, Interrupt, Send
+from threadloom.types import Command, Interrupt, Overwrite, Send
 
 _JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
@@ -350,7 +350,7 @@ def _dc_fields(v: Any) -> dict[str, Any]:
 
 
 _GLOBAL_REGISTRY = TypeRegistry(parent=None)
-for _engine_type in (Send, Command, Interrupt):  # the engine's own values in checkpoints
+for _engine_type in (Send, Command, Interrupt, Overwrite):  # the engine's own values
     _GLOBAL_REGISTRY.register(_engine_type, name=f"threadloom.{_engine_type.__name__}")
 _DEFAULT = Codec()
 

@@ -17,7 +17,11 @@ LangGraph's ``channels/`` modules, with the value moved out of the channel objec
 Two kinds:
 
 - ``LastValue``: keeps the last write; two writes in one super-step are an error.
-- ``Reduced``: merges each write through ``reducer(current, update) -> new``.
+- ``Reduced``: merges each write through ``reducer(current, update) -> new``; an
+  ``Overwrite`` write (or its JSON form) replaces the value instead, once per step at most.
+
+A key marked ``UntrackedValue`` is a ``LastValue`` whose value lives in the run only:
+it is never checkpointed (nor kept in saved writes or ``Send`` packets).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from threadloom.errors import InvalidUpdateError
+from threadloom.types import OVERWRITE, Overwrite
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING", "__slots__": ()})()
 
@@ -39,6 +44,41 @@ class Ephemeral:
 
     def __init__(self) -> None:  # pragma: no cover - used as a class marker only
         raise TypeError("Ephemeral is a marker: write Annotated[T, Ephemeral]")
+
+
+class UntrackedValue:
+    """Marker for ``Annotated[T, UntrackedValue]``: the value is never checkpointed.
+
+    As LangGraph's ``UntrackedValue`` channel: nodes of the run see what was written (a
+    lock, a client, a session), but checkpoints, saved writes and the ``Send`` packets
+    they keep leave the key out, so ``get_state`` does not show it and a resumed run
+    starts without it. ``UntrackedValue(T, guard=False)`` (an instance, as LangGraph
+    takes too) keeps the last of several writes in one step instead of refusing them.
+
+    Args:
+        typ: the value's type (documentation only).
+        guard: refuse two writes in one super-step (``InvalidUpdateError``).
+    """
+
+    __slots__ = ("typ", "guard")
+
+    def __init__(self, typ: Any = None, guard: bool = True) -> None:
+        self.typ = typ
+        self.guard = guard
+
+
+def overwrite_of(value: Any) -> tuple[bool, Any]:
+    """``(True, new value)`` when ``value`` is an ``Overwrite`` or one of its JSON forms
+    (``{"__overwrite__": v}``, ``{"type": "__overwrite__", "value": v}``), else
+    ``(False, None)``."""
+    if type(value) is Overwrite:
+        return True, value.value
+    if isinstance(value, dict):
+        if len(value) == 1 and OVERWRITE in value:
+            return True, value[OVERWRITE]
+        if value.get("type") == OVERWRITE and "value" in value:
+            return True, value["value"]
+    return False, None
 
 
 class Channel:
@@ -117,28 +157,44 @@ class Reduced(Channel):
         self.reducer = reducer
 
     def merge(self, current: Any, values: list[Any], nodes: list[str], step: int) -> Any:
-        """See ``Channel.merge``; a reducer's exception gets a note naming node, key, step."""
+        """See ``Channel.merge``; a reducer's exception gets a note naming node, key, step.
+        An ``Overwrite`` replaces the value, and later plain writes of the step are
+        dropped (as LangGraph's ``BinaryOperatorAggregate``); a second one raises."""
         value = current
         reducer = self.reducer
-        if len(values) == 1 and value is not MISSING:  # one write: the usual case
-            try:
-                return reducer(value, values[0])
-            except Exception as exc:
-                self._note(exc, nodes[0] if nodes else "?", step)
-                raise
+        if len(values) == 1:  # one write: the usual case
+            return self.merge_one(current, values[0], nodes[0] if nodes else "?", step)
+        overwritten = False
         for i, update in enumerate(values):
-            if value is MISSING:
-                value = update
+            is_new, new = overwrite_of(update)
+            if is_new:
+                if overwritten:
+                    raise InvalidUpdateError(
+                        f"At key {self.key!r}: Can receive only one Overwrite value per "
+                        f"super-step. (super-step {step}, from nodes "
+                        f"{', '.join(repr(n) for n in nodes)})",
+                        field=self.key, nodes=tuple(nodes), step=step,
+                    )
+                value, overwritten = new, True
+            elif overwritten:
                 continue
-            try:
-                value = reducer(value, update)
-            except Exception as exc:
-                self._note(exc, nodes[i] if i < len(nodes) else "?", step)
-                raise
+            elif value is MISSING:
+                value = update
+            else:
+                try:
+                    value = reducer(value, update)
+                except Exception as exc:
+                    self._note(exc, nodes[i] if i < len(nodes) else "?", step)
+                    raise
         return value
 
     def merge_one(self, current: Any, value: Any, node: str, step: int) -> Any:
-        """See ``Channel.merge_one``: the first value of a key as is, else reduced."""
+        """See ``Channel.merge_one``: the first value of a key as is, else reduced (an
+        ``Overwrite`` is its value)."""
+        if type(value) is Overwrite or isinstance(value, dict):
+            is_new, new = overwrite_of(value)
+            if is_new:
+                return new
         if current is MISSING:
             return value
         try:

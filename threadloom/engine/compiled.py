@@ -24,8 +24,8 @@ from threadloom.engine.replay import root_config
 from threadloom.engine.routing import edge_index
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
-from threadloom.engine.schema import input_validator, state_builder
-from threadloom.engine.stream import StreamSink, normalize_modes, shape
+from threadloom.engine.schema import input_validator, schema_kind, state_builder
+from threadloom.engine.stream import StreamSink, normalize_modes, shape, with_interrupts
 from threadloom.engine.sync import (
     _in_running_loop,
     iterate_on_private_loop,
@@ -76,6 +76,8 @@ class CompiledGraph(ThreadState, GraphApi):
             if getattr(spec.reducer, "__name__", "") == "add_messages"
         )
         self.ephemeral_keys = tuple(k for k, spec in self.specs.items() if spec.ephemeral)
+        self.untracked_keys = frozenset(k for k, spec in self.specs.items() if spec.untracked)
+        self.root_state = schema_kind(builder.state_schema) == "root"  # one value: __root__
         self.channels = {k: spec.make() for k, spec in self.specs.items()}
         self._initial = {
             k: spec.default
@@ -277,9 +279,7 @@ class CompiledGraph(ThreadState, GraphApi):
         else:
             async with self._hold(loop):
                 out = await loop.run(input)
-        if loop.interrupts:
-            out["__interrupt__"] = list(loop.interrupts)
-        return out
+        return with_interrupts(out, list(loop.interrupts)) if loop.interrupts else out
 
     def invoke(
         self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any

@@ -68,7 +68,8 @@ async def run_nested(loop: RunLoop, answers: dict[str, Any], input: Any) -> dict
         input = Command(resume=answers)
     elif named:  # the config named this graph's checkpoint: it goes on from there
         input = None
-    elif isinstance(input, dict):  # as a subgraph node: the keys of its input schema
+    elif isinstance(input, dict) and not loop.graph.root_state:  # as a subgraph node: the
+        # keys of its input schema
         keys = loop.graph.input_keys
         input = {k: v for k, v in input.items() if k in keys}
     out = await loop.run(input)

@@ -27,12 +27,14 @@ from threadloom.engine.replay import with_checkpoint_map
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
+from threadloom.engine.untracked import tracked_next, tracked_values, tracked_writes
 from threadloom.errors import GraphRunError, ParentCommand
 from threadloom.redact import mask_urls
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
     from threadloom.engine.channels import Channel
+    from threadloom.engine.compiled import CompiledGraph
     from threadloom.types import Durability, Interrupt
 
 
@@ -40,6 +42,7 @@ class Persistence:
     """The checkpointer side of a run (mixed into ``RunLoop``)."""
 
     cp: BaseCheckpointer | None
+    graph: CompiledGraph
     config: dict[str, Any]
     checkpoint_config: dict[str, Any]
     durability: Durability
@@ -79,12 +82,15 @@ class Persistence:
             return
         result = task.result
         writes = [*result.writes, (SCHEDULED, result.goto_payload())]
+        if self.graph.untracked_keys:
+            writes = tracked_writes(self.graph.untracked_keys, writes)
         await self._flush_pending_put()
         await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_finished(self, tasks: list[Task]) -> None:
-        """With ``durability="exit"``, when a step fails: save the writes of its tasks that
-        finished (LangGraph saves them on exit), so a retry does not run them again."""
+        """With ``durability="exit"``, when a step fails or pauses: save the writes of its
+        tasks that finished (LangGraph saves them on exit), so a retry or a resume does not
+        run them again."""
         if self.cp is None or self.durability != "exit":
             return
         for task in tasks:
@@ -92,6 +98,8 @@ class Persistence:
                 await self._save_unsaved_for(task)
                 result = task.result
                 writes = [*result.writes, (SCHEDULED, result.goto_payload())]
+                if self.graph.untracked_keys:
+                    writes = tracked_writes(self.graph.untracked_keys, writes)
                 await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
 
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
@@ -264,7 +272,7 @@ class Persistence:
     def _checkpoint(self, cid: str, ts: str, planned: Planned) -> Checkpoint:
         """The checkpoint of the state now, with ``planned`` as its ``next``."""
         barriers = self.barriers
-        return {
+        checkpoint: Checkpoint = {
             "v": 1,
             "id": cid,
             "ts": ts,  # the id's own time: a store need not keep it
@@ -274,6 +282,10 @@ class Persistence:
             "next": saved_next(planned) if planned.sends else list(planned.tasks),
             "barriers": {k: sorted(v) for k, v in barriers.items() if v} if barriers else {},
         }
+        if untracked := self.graph.untracked_keys:  # values of the run only: not saved
+            checkpoint["channel_values"] = tracked_values(untracked, self.values)
+            checkpoint["next"] = tracked_next(untracked, checkpoint["next"])
+        return checkpoint
 
     def _emit_checkpoint(
         self, cid: str, metadata: dict[str, Any], planned: Planned, parent: dict[str, Any]

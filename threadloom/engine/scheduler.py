@@ -19,6 +19,7 @@ lives inside the verb it speeds up: a lone task planned without the general loop
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.apply import apply_step
@@ -31,7 +32,7 @@ from threadloom.engine.start import Resume, start_run
 from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphDrained, GraphRecursionError
-from threadloom.types import CONFIG_KEY_NODE_FINISHED, Command, Durability, Interrupt
+from threadloom.types import CONFIG_KEY_NODE_FINISHED, ROOT, Command, Durability, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer, CheckpointTuple
@@ -296,7 +297,11 @@ class RunLoop(Persistence):
             if record:
                 await self._record_writes(task)
 
-        running = [asyncio.ensure_future(one(t)) for t in todo]
+        limit = self.config.get("max_concurrency")
+        if limit and len(todo) > limit:  # as LangGraph's config: at most that many at once
+            running = _gated(one, todo, limit)
+        else:
+            running = [asyncio.ensure_future(one(t)) for t in todo]
         for fut in running:  # no task's error goes unretrieved, whatever ends the wait
             fut.add_done_callback(_retrieve)
         try:
@@ -318,8 +323,9 @@ class RunLoop(Persistence):
         for task, error in errors:  # every failed task's error is saved (as LangGraph)
             await self._record_error(task, error)  # type: ignore[arg-type]
             emit_task_end(self, task, error=error)
-        if errors:
+        if errors or self.paused:  # (durability "exit": the finished tasks' writes kept)
             await self._record_finished(todo)
+        if errors:
             raise errors[0][1]  # type: ignore[misc]  # the first in task order
 
     # -- emit --------------------------------------------------------------
@@ -385,9 +391,25 @@ class RunLoop(Persistence):
             self.emit("values", self.output())
 
     def output(self) -> dict[str, Any]:
-        """The state restricted to the output keys (channels without a value are left out)."""
+        """The state restricted to the output keys (channels without a value are left out);
+        a root-channel graph's bare value."""
         values = self.values
+        if self.graph.root_state:
+            return values.get(ROOT)  # type: ignore[return-value]
         return {key: values[key] for key in self.graph.output_keys if key in values}
+
+
+def _gated(
+    run: Callable[[Task], Awaitable[None]], todo: list[Task], limit: int
+) -> list[asyncio.Future[None]]:
+    """``run`` of each task, at most ``limit`` of them at a time (``max_concurrency``)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(task: Task) -> None:
+        async with gate:
+            await run(task)
+
+    return [asyncio.ensure_future(one(t)) for t in todo]
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

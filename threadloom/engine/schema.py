@@ -5,6 +5,10 @@ the ``Ephemeral`` marker is cleared one step after it was written; any other fie
 ``LastValue`` channel. As in LangGraph, the reducer is the callable found in the
 ``Annotated`` metadata; a reduced list/dict/set/int/str field starts from its type's empty
 value, so ``state["messages"]`` is ``[]`` before anybody wrote it.
+
+Any other schema (``list``, ``list[str]``, ``Annotated[list, operator.add]``, a messages
+list) is a *root* schema, as LangGraph: the whole state is one channel, ``__root__``, and
+nodes, ``invoke`` and ``get_state`` see the bare value (``CompiledGraph.root_state``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,19 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import typing_extensions
 
-from threadloom.engine.channels import MISSING, Channel, Ephemeral, LastValue, Reduced
+from threadloom.engine.channels import (
+    MISSING,
+    Channel,
+    Ephemeral,
+    LastValue,
+    Reduced,
+    UntrackedValue,
+)
 from threadloom.errors import GraphBuildError, InputValidationError, InvalidUpdateError
 from threadloom.reducers.appends import add
+from threadloom.types import ROOT
 
-SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
+SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict", "root"]
 _EMPTY_CONSTRUCTIBLE = (list, dict, set, tuple, int, float, str, frozenset)
 
 
@@ -37,6 +49,7 @@ class ChannelSpec:
         reducer: the merge function, or None for a last-value channel.
         ephemeral: cleared one step after it was written.
         default: the initial value, or ``MISSING``.
+        untracked: never checkpointed (``Annotated[T, UntrackedValue]``).
     """
 
     key: str
@@ -44,6 +57,7 @@ class ChannelSpec:
     reducer: Callable[[Any, Any], Any] | None
     ephemeral: bool
     default: Any
+    untracked: bool = False
 
     def make(self) -> Channel:
         """The key's channel (its merge rule; the graph builds it once)."""
@@ -80,11 +94,17 @@ class _Factory:
 def schema_kind(schema: Any) -> SchemaKind:
     """Which kind of state schema ``schema`` is.
 
+    A schema without annotations of its own (``list``, ``list[str]``, ``Annotated[...]``)
+    is ``"root"``: the whole state is one value, as LangGraph.
+
     Raises:
-        GraphBuildError: when it is none of TypedDict, dataclass, pydantic model, dict.
+        GraphBuildError: for a class with annotations that is none of TypedDict,
+            dataclass, pydantic model.
     """
     if schema is dict:
         return "dict"
+    if not hasattr(schema, "__annotations__"):
+        return "root"
     if isinstance(schema, type):
         if typing.is_typeddict(schema) or typing_extensions.is_typeddict(schema):
             return "typeddict"
@@ -112,6 +132,8 @@ def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict
     kind = schema_kind(schema)
     if kind == "dict":
         return {}
+    if kind == "root":
+        return {ROOT: _spec(ROOT, schema, MISSING)}
     try:
         hints = get_type_hints(schema, localns=dict(localns or {}), include_extras=True)
     except Exception as exc:
@@ -157,21 +179,29 @@ def _check_reducer(key: str, reducer: Any) -> None:
 
 def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
     hint = _unwrap_required(hint)
-    base, reducer, ephemeral = hint, None, False
+    base, reducer, ephemeral, untracked = hint, None, False, False
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)
         for item in meta:
             if item is Ephemeral or isinstance(item, Ephemeral):
                 ephemeral = True
+            elif item is UntrackedValue or isinstance(item, UntrackedValue):
+                untracked = True
+                if isinstance(item, UntrackedValue) and not item.guard:
+                    reducer = _last  # several writes in a step: the last one stays
             elif callable(item) and not isinstance(item, type):
                 reducer = item
-    if reducer is not None:
+    if reducer is not None and reducer is not _last:
         _check_reducer(key, reducer)
-    if reducer is not None and default is MISSING:
+    if reducer is not None and reducer is not _last and default is MISSING:
         origin = get_origin(base) or base
         if origin in _EMPTY_CONSTRUCTIBLE:
             default = _Factory(origin) if origin in (list, dict, set) else origin()
-    return ChannelSpec(key, base, reducer, ephemeral, default)
+    return ChannelSpec(key, base, reducer, ephemeral, default, untracked)
+
+
+def _last(current: Any, update: Any) -> Any:
+    return update
 
 
 def _field_defaults(schema: Any, kind: SchemaKind) -> dict[str, Any]:
@@ -209,6 +239,8 @@ def state_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
     kind = schema_kind(schema)
     if kind in ("typeddict", "dict"):
         return _identity
+    if kind == "root":
+        return _root_value
     if kind == "pydantic":
         fields = set(schema.model_fields)
 
@@ -234,11 +266,17 @@ def _identity(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+def _root_value(values: dict[str, Any]) -> Any:
+    return values.get(ROOT)
+
+
 def schema_keys(schema: Any) -> tuple[str, ...]:
     """The keys a schema names, in order (empty for ``dict``); annotations are not resolved."""
     kind = schema_kind(schema)
     if kind == "dict":
         return ()
+    if kind == "root":
+        return (ROOT,)
     if kind == "dataclass":
         return tuple(f.name for f in dataclasses.fields(schema))
     if kind == "pydantic":
@@ -324,7 +362,7 @@ def hinted_input_schema(action: Any, state_schema: Any, subgraph: Any = None) ->
     if not isinstance(hint, type) or hint is state_schema or hint is dict:
         return None
     try:
-        schema_kind(hint)
+        kind = schema_kind(hint)
     except GraphBuildError:  # a plain class: not a schema
         return None
-    return hint
+    return None if kind == "root" else hint

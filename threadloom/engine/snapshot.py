@@ -20,7 +20,7 @@ from threadloom.engine.results import with_step_results
 from threadloom.engine.routing import Planned, plan_from_saved
 from threadloom.engine.tasks import task_id, task_result
 from threadloom.errors import InvalidUpdateError
-from threadloom.types import START, Interrupt
+from threadloom.types import ROOT, START, Interrupt
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
@@ -60,7 +60,7 @@ class StateSnapshot(NamedTuple):
     """A thread's state at one checkpoint, as LangGraph's ``StateSnapshot``.
 
     Attributes:
-        values: the state's keys and values.
+        values: the state's keys and values (a root-channel graph's bare value).
         next: names of the nodes that run next (empty when the run finished).
         config: the config naming this checkpoint (pass it to ``invoke`` to time-travel).
         metadata: ``source`` (input/loop/update/fork), ``step``, ``writes``.
@@ -70,7 +70,7 @@ class StateSnapshot(NamedTuple):
         interrupts: every pending interrupt.
     """
 
-    values: dict[str, Any]
+    values: Any
     next: tuple[str, ...]
     config: dict[str, Any]
     metadata: dict[str, Any] | None
@@ -169,6 +169,13 @@ def latest_view(
     if saved.pending_writes and not cfg["configurable"].get("checkpoint_id"):
         snap = snap._replace(values=command_view(graph, saved, snap.values))
         snap = with_finished_tasks(graph, saved, snap)
+    return shown(graph, snap)
+
+
+def shown(graph: CompiledGraph, snap: StateSnapshot) -> StateSnapshot:
+    """``snap`` as callers see it: a root-channel graph's ``values`` is the bare value."""
+    if graph.root_state:
+        return snap._replace(values=snap.values.get(ROOT))
     return snap
 
 
@@ -222,7 +229,8 @@ def history_sync(
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
     items = list(cp.list(_without_id(cfg), filter=filter, before=before, limit=limit))
-    return with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
+    snaps = with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
+    return [shown(graph, s) for s in snaps]
 
 
 def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +254,8 @@ async def history(
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    return with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
+    snaps = with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
+    return [shown(graph, s) for s in snaps]
 
 
 async def update_state(

@@ -18,6 +18,7 @@ from threadloom.engine.replay import begin as begin_travel
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult, task_id
+from threadloom.engine.untracked import tracked_writes
 from threadloom.engine.writes import writes_of
 from threadloom.errors import (
     CheckpointNotFoundError,
@@ -244,6 +245,8 @@ async def put_start_writes(loop: RunLoop, writes: list[tuple[str, Any]]) -> None
     """Save ``writes`` as the pending writes of the START task of the last checkpoint."""
     await loop._flush_pending_put()  # noqa: SLF001
     cid = (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
+    if loop.graph.untracked_keys:
+        writes = tracked_writes(loop.graph.untracked_keys, writes)
     await loop.cp_call(
         "put_writes", loop.checkpoint_config, list(writes), task_id(cid, loop.step + 1, 0, START)
     )

@@ -33,6 +33,14 @@ class _Done:
         self.error = error
 
 
+def with_interrupts(out: Any, interrupts: Sequence[Any]) -> dict[str, Any]:
+    """A paused run's output: the state with its ``"__interrupt__"`` (only that, as
+    LangGraph, when the state is not a dict: a root-channel graph's bare value)."""
+    if isinstance(out, dict):
+        return {**out, "__interrupt__": interrupts}
+    return {"__interrupt__": interrupts}
+
+
 def normalize_modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
     """Return ``(modes, single)``; ``single`` when the caller gave one mode as a string.
 

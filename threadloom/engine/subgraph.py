@@ -161,15 +161,19 @@ def child_loop(
     return loop
 
 
-def _written_update(parent: RunLoop, child: RunLoop) -> dict[str, Any]:
+def _written_update(parent: RunLoop, child: RunLoop) -> Any:
     """The subgraph node's update: the final value of each key of the parent's state the
     subgraph wrote, as LangGraph (whose subgraph returns its final state, so a reduced
     key's value, input included, goes through the parent's reducer); a key it only
-    carried is left out, so a sibling's write to it is no clash."""
+    carried is left out, so a sibling's write to it is no clash. A bare-value (root
+    channel) parent takes the keyed update in a Command."""
     values = child.values
     output = child.graph.output_keys
-    return {
+    update = {
         key: values[key]
         for key in child.written_keys
         if key in parent.channels and key in values and key in output
     }
+    if parent.graph.root_state:
+        return [Command(update={k: v}) for k, v in update.items()]
+    return update

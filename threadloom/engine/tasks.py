@@ -33,7 +33,7 @@ from threadloom.errors import (
     RecordedNodeError,
     add_node_note,
 )
-from threadloom.types import START, Command, Send
+from threadloom.types import ROOT, START, Command, Send
 
 if TYPE_CHECKING:
     from threadloom.engine.graph import NodeSpec
@@ -52,16 +52,19 @@ class TaskResult:
         """``goto`` in a codec-storable form."""
         return [g if isinstance(g, str) else {"node": g.node, "arg": g.arg} for g in self.goto]
 
-    def update_view(self) -> dict[str, Any] | list[dict[str, Any]] | None:
+    def update_view(self) -> Any:
         """The task's writes as the ``updates`` stream mode shows them, as LangGraph: one
-        dict, or, when it wrote a key more than once, one ``{key: value}`` per write."""
+        dict; a list of one-key dicts when a key was written more than once; the bare
+        value (a list of them for several) for a root-channel graph; None for no write."""
         writes = self.writes
         if not writes:
             return None
+        if writes[0][0] == ROOT:  # a root-channel graph: its only channel
+            return writes[0][1] if len(writes) == 1 else [v for _, v in writes]
         out = dict(writes)
-        if len(out) == len(writes):
-            return out
-        return [{k: v} for k, v in writes]
+        if len(out) < len(writes):  # one key written twice: each write on its own
+            return [{k: v} for k, v in writes]
+        return out
 
 
 def task_result(writes: list[tuple[str, Any]] | None) -> dict[str, Any]:
@@ -262,7 +265,7 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 if node.error_handler is None:
                     raise
                 return await _to_handler(loop, task, node.error_handler, exc)
-    if type(result) is dict:  # the usual return: what writes_of makes of it, two calls less
+    if type(result) is dict and not loop.graph.root_state:  # the usual return: two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
         out = TaskResult(writes, [])

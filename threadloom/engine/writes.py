@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from threadloom.engine.schema import update_from_object
 from threadloom.errors import InvalidUpdateError, ParentCommand
-from threadloom.types import Command, Send
+from threadloom.types import ROOT, Command, Send
 
 if TYPE_CHECKING:
     from threadloom.engine.compiled import CompiledGraph
@@ -40,7 +40,10 @@ def writes_of(
     """
     writes: list[tuple[str, Any]] = []
     goto: list[str | Send] = []
-    _collect(graph, node, result, step, writes, goto, input_mode)
+    if graph.root_state:
+        _collect_root(graph, node, result, step, writes, goto)
+    else:
+        _collect(graph, node, result, step, writes, goto, input_mode)
     if input_mode:
         return writes
     return writes, goto
@@ -88,6 +91,35 @@ def _collect(
         if obj is None:
             raise _bad_return(node, result, step, "input" if input_mode else "return value")
         add_update(graph, node, obj.items(), step, writes, input_mode)
+
+
+def _collect_root(
+    graph: CompiledGraph,
+    node: str,
+    result: Any,
+    step: int,
+    writes: list[tuple[str, Any]],
+    goto: list[str | Send],
+) -> None:
+    """``_collect`` for a root-channel graph (``StateGraph(list)``): the value returned is
+    the write, as LangGraph; a ``Command``'s update is one too, and a list holding a
+    ``Command`` is taken item by item."""
+    if result is None:
+        return
+    if isinstance(result, Command):
+        if result.graph == Command.PARENT:
+            raise ParentCommand(result)
+        update = result.update
+        if isinstance(update, Mapping):  # as LangGraph: keyed updates, of __root__ only
+            add_update(graph, node, update.items(), step, writes, False)
+        elif update is not None:
+            add_update(graph, node, ((ROOT, update),), step, writes, False)
+        goto.extend(result.goto_list())
+    elif isinstance(result, list | tuple) and any(isinstance(r, Command) for r in result):
+        for item in result:
+            _collect_root(graph, node, item, step, writes, goto)
+    else:
+        add_update(graph, node, ((ROOT, result),), step, writes, False)
 
 
 def _bad_return(node: str, value: Any, step: int, what: str) -> InvalidUpdateError:
