@@ -73,7 +73,7 @@ class HookRunner:
             data["tool_call_counts"] = {**{t.name: 0 for t in tools}, **counts}
         await run_hooks(point, self.hooks[point], state, context)
         update, control = self.bridge.updates(state, values)
-        return update, control, state.data.get("messages"), state.data
+        return update, control, state.data.get("messages"), state.data  # type: ignore[return-value]
 
 
 class AgentNodes:

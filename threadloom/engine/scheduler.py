@@ -19,11 +19,11 @@ lives inside the verb it speeds up: a lone task planned without the general loop
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.apply import apply_step
 from threadloom.engine.channels import Channel
+from threadloom.engine.concurrency import gated, retrieve
 from threadloom.engine.node_call import emit_task_end
 from threadloom.engine.persistence import Persistence
 from threadloom.engine.routing import Planned, next_tasks
@@ -299,11 +299,11 @@ class RunLoop(Persistence):
 
         limit = self.config.get("max_concurrency")
         if limit and len(todo) > limit:  # as LangGraph's config: at most that many at once
-            running = _gated(one, todo, limit)
+            running = gated(one, todo, limit)
         else:
             running = [asyncio.ensure_future(one(t)) for t in todo]
         for fut in running:  # no task's error goes unretrieved, whatever ends the wait
-            fut.add_done_callback(_retrieve)
+            fut.add_done_callback(retrieve)
         try:
             done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
         except BaseException:
@@ -397,22 +397,3 @@ class RunLoop(Persistence):
         if self.graph.root_state:
             return values.get(ROOT)  # type: ignore[return-value]
         return {key: values[key] for key in self.graph.output_keys if key in values}
-
-
-def _gated(
-    run: Callable[[Task], Awaitable[None]], todo: list[Task], limit: int
-) -> list[asyncio.Future[None]]:
-    """``run`` of each task, at most ``limit`` of them at a time (``max_concurrency``)."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(task: Task) -> None:
-        async with gate:
-            await run(task)
-
-    return [asyncio.ensure_future(one(t)) for t in todo]
-
-
-def _retrieve(fut: asyncio.Future[Any]) -> None:
-    """Mark a finished task's error as retrieved (it is raised or recorded elsewhere)."""
-    if not fut.cancelled():
-        fut.exception()

@@ -138,7 +138,7 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     names = planned.node_names()
     step = int(saved.metadata.get("step", -1)) + 1
     tasks = saved_tasks(cp["id"], step, names, len(planned.tasks), saved.pending_writes,
-                        getattr(graph, "output_keys", graph.specs))
+                        tuple(getattr(graph, "output_keys", graph.specs)))
     return StateSnapshot(
         values=values,
         next=tuple(names),
