@@ -321,7 +321,8 @@ def test_draw_infers_the_format_from_the_suffix(work):
     assert runner.invoke(app, ["draw", "cli_graphs:counter", "-o", "g.png"]).exit_code == 0
     assert Path("g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert runner.invoke(app, ["draw", "cli_graphs:counter", "-o", "g.txt"]).exit_code == 0
-    assert Path("g.txt").read_text().startswith("---\ntitle: ")
+    header = "---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;"  # LangGraph's
+    assert Path("g.txt").read_text().startswith(header)
 
 
 # -- 9. run --stream-mode debug / checkpoints -----------------------------------------------
