@@ -42,10 +42,9 @@ def _memory():
     return InMemoryCheckpointer()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def checkpointer(request, tmp_path):
-    """A fresh checkpointer of each embedded kind."""
-    if request.param == "memory":
+def _embedded(kind, tmp_path):
+    """A fresh in-memory or SQLite checkpointer, closed after."""
+    if kind == "memory":
         cp = _memory()
     else:
         from threadloom.checkpoint.sqlite import SqliteCheckpointer
@@ -53,6 +52,31 @@ def checkpointer(request, tmp_path):
         cp = SqliteCheckpointer(str(tmp_path / "cp.db"))
     yield cp
     cp.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def checkpointer(request, tmp_path):
+    """A fresh checkpointer of each embedded kind."""
+    yield from _embedded(request.param, tmp_path)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_backend(request, tmp_path):
+    """A fresh checkpointer of each backend, PostgreSQL in a schema of its own (dropped)."""
+    if request.param != "postgres":
+        yield from _embedded(request.param, tmp_path)
+        return
+    psycopg = pytest.importorskip("psycopg")
+    from threadloom.checkpoint.postgres import PostgresCheckpointer
+
+    schema = f"tl_test_{uuid.uuid4().hex[:10]}"
+    cp = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2)
+    try:
+        yield cp
+    finally:
+        cp.close()
+        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 @pytest.fixture

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import operator
 import threading
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -31,36 +28,10 @@ from threadloom import (
 from threadloom.messages import AIMessage, HumanMessage
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """A fresh checkpointer of each backend (a PostgreSQL schema dropped after)."""
-    if request.param == "memory":
-        cp: Any = InMemoryCheckpointer()
-        yield cp
-        cp.close()
-        return
-    if request.param == "sqlite":
-        from threadloom.checkpoint.sqlite import SqliteCheckpointer
-
-        cp = SqliteCheckpointer(str(tmp_path / "ow.db"))
-        yield cp
-        cp.close()
-        return
-    psycopg = pytest.importorskip("psycopg")
-    from conftest import PG_CONNINFO
-
-    from threadloom.checkpoint.postgres import PostgresCheckpointer
-
-    schema = f"tl_ow_{uuid.uuid4().hex[:10]}"
-    cp = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2)
-    try:
-        yield cp
-    finally:
-        cp.close()
-        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+@pytest.fixture
+def saver(any_backend):  # type: ignore[no-untyped-def]
+    """A fresh checkpointer of each backend (conftest's ``any_backend``)."""
+    return any_backend
 
 
 class Log(TypedDict):

@@ -10,9 +10,6 @@ checkpointer backend (memory, SQLite, PostgreSQL).
 from __future__ import annotations
 
 import operator
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
@@ -24,7 +21,6 @@ from threadloom import (
     AnyMessage,
     Command,
     HumanMessage,
-    InMemoryCheckpointer,
     RemoveMessage,
     Send,
     StateGraph,
@@ -34,36 +30,10 @@ from threadloom import (
 from threadloom.errors import GraphBuildError
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """A fresh checkpointer of each backend (a PostgreSQL schema dropped after)."""
-    if request.param == "memory":
-        cp: Any = InMemoryCheckpointer()
-        yield cp
-        cp.close()
-        return
-    if request.param == "sqlite":
-        from threadloom.checkpoint.sqlite import SqliteCheckpointer
-
-        cp = SqliteCheckpointer(str(tmp_path / "root.db"))
-        yield cp
-        cp.close()
-        return
-    psycopg = pytest.importorskip("psycopg")
-    from conftest import PG_CONNINFO
-
-    from threadloom.checkpoint.postgres import PostgresCheckpointer
-
-    schema = f"tl_root_{uuid.uuid4().hex[:10]}"
-    cp = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2)
-    try:
-        yield cp
-    finally:
-        cp.close()
-        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+@pytest.fixture
+def saver(any_backend):  # type: ignore[no-untyped-def]
+    """A fresh checkpointer of each backend (conftest's ``any_backend``)."""
+    return any_backend
 
 
 class _Named:

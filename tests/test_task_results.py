@@ -8,45 +8,26 @@ Each behaviour runs on every backend: memory, SQLite and PostgreSQL.
 from __future__ import annotations
 
 import operator
-import uuid
-from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import PG_CONNINFO
 
 from threadloom import (
     END,
     START,
     Command,
-    InMemoryCheckpointer,
     InvalidUpdateError,
     Send,
-    SqliteCheckpointer,
     StateGraph,
     StateUpdate,
 )
 from threadloom.engine.snapshot import PULL, PUSH, StateTask
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def cp(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
-    """A fresh checkpointer of each backend (PostgreSQL in a schema of its own)."""
-    if request.param == "memory":
-        saver: Any = InMemoryCheckpointer()
-    elif request.param == "sqlite":
-        saver = SqliteCheckpointer(str(tmp_path / "cp.db"))
-    else:
-        psycopg = pytest.importorskip("psycopg")
-        from threadloom.checkpoint.postgres import PostgresCheckpointer
-
-        schema = f"tl_test_tasks_{uuid.uuid4().hex[:8]}"
-        saver = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2)
-    yield saver
-    saver.close()
-    if request.param == "postgres":
-        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+@pytest.fixture
+def cp(any_backend):  # type: ignore[no-untyped-def]
+    """A fresh checkpointer of each backend (conftest's ``any_backend``)."""
+    return any_backend
 
 
 class Add(TypedDict):

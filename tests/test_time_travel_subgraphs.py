@@ -14,40 +14,19 @@ Two things a replay of a parent with a subgraph must get right:
 from __future__ import annotations
 
 import operator
-import uuid
-from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import PG_CONNINFO
 
 from threadloom import START, StateGraph
 from threadloom.engine.runtime import interrupt
 from threadloom.types import Command
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def checkpointer(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
-    """Each backend: the subgraphs' ``parents`` metadata goes through every store."""
-    if request.param == "memory":
-        from threadloom.checkpoint.memory import InMemoryCheckpointer
-
-        cp: Any = InMemoryCheckpointer()
-    elif request.param == "sqlite":
-        from threadloom.checkpoint.sqlite import SqliteCheckpointer
-
-        cp = SqliteCheckpointer(str(tmp_path / "cp.db"))
-    else:
-        psycopg = pytest.importorskip("psycopg")
-        from threadloom.checkpoint.postgres import PostgresCheckpointer
-
-        schema = f"tl_test_tt_{uuid.uuid4().hex[:8]}"
-        cp = PostgresCheckpointer(PG_CONNINFO, schema=schema, pool_size=2)
-    yield cp
-    cp.close()
-    if request.param == "postgres":
-        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # the one this test made
+@pytest.fixture
+def checkpointer(any_backend):  # type: ignore[no-untyped-def]
+    """A fresh checkpointer of each backend (conftest's ``any_backend``)."""
+    return any_backend
 
 
 class Log(TypedDict):
