@@ -51,6 +51,29 @@ def test_values_mode_yields_state_after_input_and_each_step():
     ]
 
 
+def test_values_mode_skips_steps_that_write_no_output_key(any_backend):
+    """LangGraph sends ``values`` after a step (the input step too) only when it wrote an
+    output key: an empty input and a node returning None add no event."""
+
+    class T(TypedDict):
+        a: int
+        b: int
+
+    g = StateGraph(T)
+    g.add_node("nothing", lambda s: None)
+    g.add_node("writes_b", lambda s: {"b": 1})
+    g.add_edge(START, "nothing")
+    g.add_edge("nothing", "writes_b")
+    for graph, config in ((g.compile(), None),
+                          (g.compile(checkpointer=any_backend), {"configurable": {"thread_id": "t"}})):
+        assert list(graph.stream({}, config, stream_mode=["values", "updates"])) == [
+            ("updates", {"nothing": None}),
+            ("updates", {"writes_b": {"b": 1}}),
+            ("values", {"b": 1}),
+        ]
+    assert list(g.compile().stream({"a": 1}, stream_mode="values")) == [{"a": 1}, {"a": 1, "b": 1}]
+
+
 def test_updates_mode_yields_node_updates():
     assert list(two_step().stream({"n": 1}, stream_mode="updates")) == [
         {"inc": {"n": 2, "log": ["inc"]}},

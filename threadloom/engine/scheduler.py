@@ -29,7 +29,7 @@ from threadloom.engine.persistence import Persistence
 from threadloom.engine.routing import Planned, next_tasks
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.start import Resume, start_run
-from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task
+from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task, writes_output
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphDrained, GraphRecursionError
 from threadloom.types import CONFIG_KEY_NODE_FINISHED, ROOT, Command, Durability, Interrupt
@@ -346,7 +346,7 @@ class RunLoop(Persistence):
         elif "tasks" in self.modes:
             for task in tasks:
                 emit_task_end(self, task)
-        if "values" in self.modes:
+        if "values" in self.modes and writes_output(results, self.graph.output_keys):
             emit("values", self.output())
         if self.sink is not None:
             await self.sink.drained()

@@ -17,7 +17,7 @@ from threadloom.engine.command_writes import command_writes, next_command_task
 from threadloom.engine.replay import begin as begin_travel
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
-from threadloom.engine.tasks import Held, Task, TaskResult, task_id
+from threadloom.engine.tasks import Held, Task, TaskResult, task_id, writes_output
 from threadloom.engine.untracked import tracked_writes
 from threadloom.engine.writes import writes_of
 from threadloom.errors import (
@@ -265,7 +265,8 @@ async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]],
         saving = loop.save("loop", updated, [start], planned)
         if saving is not None:
             await saving
-    if "values" in loop.modes and loop.emit is not None:
+    if "values" in loop.modes and loop.emit is not None and writes_output(
+            [start.result], loop.graph.output_keys):
         loop.emit("values", loop.output())
     return planned
 

@@ -67,6 +67,12 @@ class TaskResult:
         return out
 
 
+def writes_output(results: list[TaskResult], output_keys: tuple[str, ...]) -> bool:
+    """Whether any of ``results`` wrote one of ``output_keys``: LangGraph streams a
+    ``values`` event after a step (the START step too) only then."""
+    return any(key in output_keys for result in results for key, _ in result.writes)
+
+
 def task_result(writes: list[tuple[str, Any]] | None) -> dict[str, Any]:
     """A finished task's writes as LangGraph's task ``result``: key -> value, a key
     written more than once -> ``{"$writes": [value, ...]}`` in write order."""

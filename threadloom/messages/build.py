@@ -149,12 +149,10 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]] | None:
         call_id = call.get("id")
         if type(name) is not str or type(call_id) is not str or not _str_dict(args):
             return None
-        if "type" in call:
-            if type(call["type"]) is not str or call["type"] != "tool_call":
-                return None
-            out.append({"name": name, "args": dict(args), "id": call_id, "type": "tool_call"})
-        else:
-            out.append({"name": name, "args": dict(args), "id": call_id})
+        if "type" in call and (type(call["type"]) is not str or call["type"] != "tool_call"):
+            return None
+        # always typed, as LangChain's AIMessage sets "type": "tool_call" on every call
+        out.append({"name": name, "args": dict(args), "id": call_id, "type": "tool_call"})
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
 from threadloom.messages.build import construct_unchecked, fast_inits
@@ -125,6 +125,14 @@ class AIMessage(BaseMessage):
     if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
 
         def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _typed_calls(cls, calls: list[ToolCall]) -> list[ToolCall]:
+        """Every call carries ``"type": "tool_call"``, as LangChain's ``AIMessage`` sets it."""
+        for call in calls:
+            call["type"] = "tool_call"
+        return calls
 
     @property
     def usage(self) -> UsageMetadata | None:
