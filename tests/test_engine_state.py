@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from collections.abc import MutableSet, Sequence
 from typing import Annotated, TypedDict
 
 import pytest
@@ -15,6 +16,7 @@ from threadloom import (
     Ephemeral,
     InvalidUpdateError,
     Send,
+    add_messages,
     StateGraph,
     merge_lists,
     replace_values,
@@ -309,3 +311,30 @@ def test_a_key_the_schema_lacks_is_dropped_from_a_node_return_and_update_state()
     assert graph.invoke({"a": 0}, cfg) == {"a": 1}
     graph.update_state(cfg, {"zzz": 3})
     assert graph.get_state(cfg).values == {"a": 1}
+
+
+class _SeqMessages(TypedDict):
+    hello: str
+    messages: Annotated[Sequence[str], add_messages]
+
+
+class _MutSet(TypedDict):
+    tags: Annotated[MutableSet[str], operator.or_]
+
+
+def test_abstract_collection_keys_start_empty_so_input_goes_through_the_reducer():
+    """``Annotated[Sequence[...], add_messages]`` (older LangGraph tutorials): the input's
+    string becomes a message, as LangGraph's reducer channel starts from an empty list."""
+    seen = []
+    g = StateGraph(_SeqMessages)
+    g.add_node("a", lambda s: seen.append(s))
+    g.add_edge(START, "a")
+    out = g.compile().invoke({"hello": "there", "messages": "hi"})
+    assert [type(m).__name__ for m in out["messages"]] == ["HumanMessage"]
+    assert out["messages"][0].content == "hi" and seen[0]["messages"] == out["messages"]
+
+    g2 = StateGraph(_MutSet)
+    g2.add_node("b", lambda s: {"tags": {"x"}})
+    g2.add_edge(START, "b")
+    assert g2.compile().invoke({"tags": {"y"}}) == {"tags": {"x", "y"}}
+    assert g2.compile().invoke({}) == {"tags": {"x"}}

@@ -13,6 +13,7 @@ nodes, ``invoke`` and ``get_state`` see the bare value (``CompiledGraph.root_sta
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
 import operator
@@ -37,6 +38,13 @@ from threadloom.types import ROOT
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict", "root"]
 _EMPTY_CONSTRUCTIBLE = (list, dict, set, tuple, int, float, str, frozenset)
+# abstract collection types start empty as their concrete counterpart (as LangGraph's
+# BinaryOperatorAggregate), so the first write goes through the reducer too
+_CONCRETE: dict[Any, type] = {
+    collections.abc.Sequence: list, collections.abc.MutableSequence: list,
+    collections.abc.Set: set, collections.abc.MutableSet: set,
+    collections.abc.Mapping: dict, collections.abc.MutableMapping: dict,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +203,7 @@ def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
         _check_reducer(key, reducer)
     if reducer is not None and reducer is not _last and default is MISSING:
         origin = get_origin(base) or base
+        origin = _CONCRETE.get(origin, origin)
         if origin in _EMPTY_CONSTRUCTIBLE:
             default = _Factory(origin) if origin in (list, dict, set) else origin()
     return ChannelSpec(key, base, reducer, ephemeral, default, untracked)
