@@ -134,7 +134,11 @@ def test_messages_mode_yields_chunks_with_metadata_and_no_duplicates():
     out = list(g.compile().stream({"messages": []}, {"tags": ["t1"]}, stream_mode="messages"))
     assert [m.content for m, _ in out] == ["Hel", "lo", "not streamed"]
     meta = out[0][1]
-    assert meta["node"] == "talk" and meta["step"] == 1 and meta["tags"] == ["t1"]
+    assert meta == {  # LangGraph's keys, the config's tags last
+        "ls_integration": "langgraph", "langgraph_step": 1, "langgraph_node": "talk",
+        "langgraph_triggers": ("branch:to:talk",), "langgraph_path": ("__pregel_pull", "talk"),
+        "langgraph_checkpoint_ns": meta["langgraph_checkpoint_ns"], "tags": ["t1"]}
+    assert meta["langgraph_checkpoint_ns"].startswith("talk:")
 
 
 def test_subgraph_streams_with_namespaces_and_sends_back_only_written_keys():
@@ -345,7 +349,7 @@ def test_a_message_written_twice_in_a_run_is_emitted_once():
     g.add_edge(START, "say")
     g.add_edge("say", "copy")
     out = list(g.compile().stream({"messages": []}, stream_mode="messages"))
-    assert [(m.content, meta["node"]) for m, meta in out] == [("once", "say")]
+    assert [(m.content, meta["langgraph_node"]) for m, meta in out] == [("once", "say")]
 
 
 def test_an_exception_in_the_consumer_cancels_the_run_cleanly():

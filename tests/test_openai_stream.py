@@ -249,7 +249,7 @@ async def test_invoke_streams_tokens_into_messages_mode(provider_server, openai_
     assert len(tokens) > 5 and all(isinstance(c, AIMessageChunk) for c, _ in tokens)
     assert {c.id for c, _ in tokens} == {final.id}  # streamed once, same id as the result
     assert "".join(c.text for c, _ in tokens) == final.content
-    assert tokens[0][1]["node"] == "llm"
+    assert tokens[0][1]["langgraph_node"] == "llm"
     assert final.usage["total_tokens"] == 44
     assert provider_server.last_json["stream"] is True
 

@@ -208,7 +208,7 @@ class RunView:
                 self.line(f"  -> {call['name']}({dumps(call['args'], indent=None)})")
 
     def _on_message(self, message: Any, meta: dict[str, Any]) -> None:
-        node = meta.get("node")
+        node = meta.get("langgraph_node")
         if node and node != self._open:
             self._flush_pending()
             self._header(str(node))

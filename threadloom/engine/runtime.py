@@ -70,6 +70,7 @@ class TaskContext:
     first_attempt_time: float | None = None  # set for nodes that take a ``runtime``
     chunk_metadata: dict[str, Any] | None = None  # built on the first streamed chunk
     failure: Any = None  # the NodeError an error handler's task handles
+    packet: int = -1  # the Send packet the task runs (its place in the step), or -1
 
 
 _TASK: ContextVar[TaskContext | None] = ContextVar("threadloom_task", default=None)
@@ -233,20 +234,39 @@ def message_stream_active() -> bool:
     return ctx is not None and ctx.emit is not None and "messages" in ctx.modes
 
 
+# configurable keys copied into ``messages`` metadata when set (LangGraph's allowlist:
+# never the rest of ``configurable``, which may hold keys and secrets)
+_PROPAGATED = ("thread_id", "checkpoint_id", "checkpoint_ns", "task_id", "run_id",
+               "assistant_id", "graph_id")
+
+
 def message_metadata(ctx: TaskContext) -> dict[str, Any]:
-    """The metadata paired with each streamed message chunk."""
-    conf = ctx.config.get("configurable", {})
-    return {
-        "node": ctx.node,
-        "step": ctx.step,
-        # LangGraph's names for the same two facts, so code written for it keeps working.
-        "langgraph_node": ctx.node,
-        "langgraph_step": ctx.step,
-        "thread_id": conf.get("thread_id"),
-        "checkpoint_ns": conf.get("checkpoint_ns", ""),
-        "tags": list(ctx.config.get("tags", ())),
-        "task_id": ctx.task_id,
-    }
+    """The metadata paired with each streamed message, as LangGraph's: the run's
+    ``config["metadata"]``, the allowlisted ``configurable`` keys that are set, then
+    ``ls_integration``, ``langgraph_step``/``_node``/``_triggers``/``_path`` and
+    ``langgraph_checkpoint_ns`` (``"node:task_id"``, ``|``-joined under its parents), and
+    the config's ``tags`` when there are any."""
+    config = ctx.config
+    conf = config.get("configurable") or {}
+    meta = dict(config.get("metadata") or ())
+    for key in _PROPAGATED:
+        if key not in meta and conf.get(key):
+            meta[key] = conf[key]
+    node = ctx.node
+    meta["ls_integration"] = "langgraph"
+    meta["langgraph_step"] = ctx.step
+    meta["langgraph_node"] = node
+    if ctx.packet >= 0:
+        meta["langgraph_triggers"] = ("__pregel_push",)
+        meta["langgraph_path"] = ("__pregel_push", ctx.packet, False)
+    else:
+        meta["langgraph_triggers"] = (f"branch:to:{node}",)
+        meta["langgraph_path"] = ("__pregel_pull", node)
+    meta["langgraph_checkpoint_ns"] = "|".join((*ctx.namespace, f"{node}:{ctx.task_id}"))
+    tags = [t for t in config.get("tags", ()) if not str(t).startswith("seq:step")]
+    if tags:
+        meta["tags"] = tags
+    return meta
 
 
 def emit_message_chunk(chunk: Any) -> None:

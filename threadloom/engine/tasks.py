@@ -124,6 +124,7 @@ class Task:
     streamed: bool = False  # its ``updates`` event was sent as it finished
     ended: bool = False  # its ``tasks`` end event was sent
     failure: Any = None  # a NodeError: the task runs its node's error handler for it
+    packet: int = 0  # of a pushed task: its Send's place among the step's packets
 
     @staticmethod
     def virtual_start() -> Task:
@@ -173,7 +174,7 @@ def make_tasks(
         index = offset + i
         node = graph.nodes[send.node]
         tid = task_id(base, loop.step, index, send.node) if hashed else f"{loop.step}:{index}"
-        tasks.append(Task(send.node, node, send.arg, tid, index, remaining, pushed=True))
+        tasks.append(Task(send.node, node, send.arg, tid, index, remaining, pushed=True, packet=i))
     if planned.pending or resume:
         for task in tasks:
             done = planned.pending.get(task.id)
@@ -245,6 +246,8 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
         node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error
     ) and (is_async or (loop.blocking_ok and loop.inline_sync))
     ctx.failure = task.failure
+    if task.pushed:
+        ctx.packet = task.packet
     if node.wants_runtime:
         ctx.first_attempt_time = time.time()
     while True:

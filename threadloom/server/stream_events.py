@@ -113,7 +113,8 @@ class EventsMapper:
         """``on_chat_model_stream`` of one model chunk (other messages send none)."""
         if not isinstance(chunk, AIMessageChunk):
             return
-        task_key = str(meta.get("task_id"))
+        # the task's id: the last part of its namespace, ``"node:task_id"``
+        task_key = str(meta.get("langgraph_checkpoint_ns", "")).rpartition("|")[2].partition(":")[2]
         parent = self._tasks.get(task_key)
         parents = [self.run_id] + ([parent[0]] if parent else [])
         yield self._event("on_chat_model_stream", MODEL_NAME,
