@@ -16,8 +16,8 @@ from threadloom import (
     Ephemeral,
     InvalidUpdateError,
     Send,
-    add_messages,
     StateGraph,
+    add_messages,
     merge_lists,
     replace_values,
 )

@@ -64,8 +64,8 @@ def test_values_mode_skips_steps_that_write_no_output_key(any_backend):
     g.add_node("writes_b", lambda s: {"b": 1})
     g.add_edge(START, "nothing")
     g.add_edge("nothing", "writes_b")
-    for graph, config in ((g.compile(), None),
-                          (g.compile(checkpointer=any_backend), {"configurable": {"thread_id": "t"}})):
+    saved = g.compile(checkpointer=any_backend)
+    for graph, config in ((g.compile(), None), (saved, {"configurable": {"thread_id": "t"}})):
         assert list(graph.stream({}, config, stream_mode=["values", "updates"])) == [
             ("updates", {"nothing": None}),
             ("updates", {"writes_b": {"b": 1}}),
@@ -371,3 +371,26 @@ def test_an_exception_in_the_consumer_cancels_the_run_cleanly():
         for _ in g.compile().stream({"n": 0}, stream_mode="updates"):
             raise KeyError("consumer failed")
     assert "after" not in ran
+
+
+def test_messages_metadata_carries_the_allowlisted_configurable_keys_only():
+    """As LangGraph's ``ensure_config``: thread/checkpoint/run ids given in
+    ``configurable`` (and ``config["metadata"]``) reach ``messages`` metadata; other
+    configurable keys (secrets) never do; a Send task's path says push."""
+    from threadloom import HumanMessage, MessagesState, Send
+
+    def said(state):
+        return {"messages": HumanMessage(content="hi", id="h1")}
+
+    g = (StateGraph(MessagesState).add_node("said", said)
+         .add_conditional_edges(START, lambda s: [Send("said", s)]).compile())
+    conf = {"thread_id": "th", "checkpoint_id": "c1", "run_id": "r1", "graph_id": "g",
+            "some_api_key": "secret", "user_id": "u"}
+    [(msg, meta)] = list(g.stream({"messages": []}, {"configurable": conf, "metadata": {"m": 1}},
+                                  stream_mode="messages"))
+    assert msg.content == "hi"
+    assert {k: meta[k] for k in ("m", "thread_id", "checkpoint_id", "run_id", "graph_id")} == {
+        "m": 1, "thread_id": "th", "checkpoint_id": "c1", "run_id": "r1", "graph_id": "g"}
+    assert "some_api_key" not in meta and "user_id" not in meta
+    assert meta["langgraph_triggers"] == ("__pregel_push",)
+    assert meta["langgraph_path"] == ("__pregel_push", 0, False)

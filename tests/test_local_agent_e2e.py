@@ -78,7 +78,8 @@ def test_agent_calls_a_tool_answers_and_resumes_from_sqlite(model, tmp_path):
     assert nodes[:2] == ["model", "tools"] and nodes[-1] == "model"
     tokens = [(c, meta) for c, meta in chunks if isinstance(c, AIMessageChunk)]
     assert len(tokens) >= 3
-    assert all(meta["langgraph_node"] == "model" and meta["thread_id"] == "e2e" for _, meta in tokens)
+    assert all(meta["langgraph_node"] == "model" and meta["thread_id"] == "e2e"
+               for _, meta in tokens)
     assert {meta["langgraph_node"] for c, meta in chunks if isinstance(c, ToolMessage)} == {"tools"}
 
     with sqlite3.connect(db) as conn:

@@ -22,6 +22,7 @@ from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.replay import root_config
 from threadloom.engine.routing import edge_index
+from threadloom.engine.runtime import propagate_metadata
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, schema_kind, state_builder
@@ -138,6 +139,7 @@ class CompiledGraph(ThreadState, GraphApi):
             conf["thread_id"] = thread_id
         if "thread_id" in conf and not isinstance(conf["thread_id"], str):
             conf["thread_id"] = str(conf["thread_id"])
+        propagate_metadata(out, conf)
         conf.setdefault("checkpoint_ns", "")
         out["configurable"] = conf
         if recursion_limit is not None:

@@ -10,7 +10,7 @@ models called by the node (they feed the ``messages`` stream mode through
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -240,18 +240,30 @@ _PROPAGATED = ("thread_id", "checkpoint_id", "checkpoint_ns", "task_id", "run_id
                "assistant_id", "graph_id")
 
 
-def message_metadata(ctx: TaskContext) -> dict[str, Any]:
-    """The metadata paired with each streamed message, as LangGraph's: the run's
-    ``config["metadata"]``, the allowlisted ``configurable`` keys that are set, then
-    ``ls_integration``, ``langgraph_step``/``_node``/``_triggers``/``_path`` and
-    ``langgraph_checkpoint_ns`` (``"node:task_id"``, ``|``-joined under its parents), and
-    the config's ``tags`` when there are any."""
-    config = ctx.config
-    conf = config.get("configurable") or {}
+def propagate_metadata(config: dict[str, Any], conf: Mapping[str, Any]) -> None:
+    """Copy the allowlisted ``configurable`` keys that are set into ``config["metadata"]``
+    (a new dict; keys already there win), as LangGraph's ``ensure_config`` does when a
+    run starts."""
+    if not any(conf.get(key) for key in _PROPAGATED):
+        return
     meta = dict(config.get("metadata") or ())
     for key in _PROPAGATED:
         if key not in meta and conf.get(key):
             meta[key] = conf[key]
+    config["metadata"] = meta
+
+
+def message_metadata(ctx: TaskContext) -> dict[str, Any]:
+    """The metadata paired with each streamed message, as LangGraph's: the run's
+    ``config["metadata"]`` (with the allowlisted ``configurable`` keys the run was given,
+    ``propagate_metadata``; in a subgraph, its ``checkpoint_ns``), then
+    ``ls_integration``, ``langgraph_step``/``_node``/``_triggers``/``_path`` and
+    ``langgraph_checkpoint_ns`` (``"node:task_id"``, ``|``-joined under its parents), and
+    the config's ``tags`` when there are any."""
+    config = ctx.config
+    meta = dict(config.get("metadata") or ())
+    if ctx.namespace and "checkpoint_ns" not in meta:
+        meta["checkpoint_ns"] = (config.get("configurable") or {}).get("checkpoint_ns")
     node = ctx.node
     meta["ls_integration"] = "langgraph"
     meta["langgraph_step"] = ctx.step
