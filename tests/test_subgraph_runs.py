@@ -183,3 +183,16 @@ async def test_graphs_invoked_in_a_node_stream_before_its_update(any_backend, mo
     assert got[1][0][0].startswith("parent_node:") and got[1][0][1] == "1"
     assert got[1][1] == {"o": {"other_sub_counter": 3}}
     assert got[2] == ((), {"parent_node": {"parent_counter": 5}})
+
+
+def test_snapshots_and_checkpoint_events_show_langgraph_metadata(any_backend, thread_id) -> None:
+    """As LangGraph 1.x: ``source``, ``step`` and ``parents`` only; the store still keeps
+    which keys each node wrote (``writes``), for history results and the CLI."""
+    app = _looping_parent(any_backend)
+    events = list(app.stream({"my_key": ""}, _cfg(thread_id), stream_mode="checkpoints"))
+    assert all(set(e["metadata"]) == {"source", "step", "parents"} for e in events)
+    snaps = list(app.get_state_history(_cfg(thread_id)))
+    assert all(set(s.metadata) == {"source", "step", "parents"} for s in snaps)
+    assert app.get_state(_cfg(thread_id)).metadata == {"source": "loop", "step": 2, "parents": {}}
+    stored = [t.metadata.get("writes") for t in any_backend.list(_cfg(thread_id))]
+    assert {"inner": ["my_key"]} in stored

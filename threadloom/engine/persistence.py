@@ -22,6 +22,7 @@ from threadloom.checkpoint.base import (
     Checkpoint,
     make_config,
     new_checkpoint_id_ts,
+    shown_metadata,
 )
 from threadloom.engine.replay import with_checkpoint_map
 from threadloom.engine.routing import Planned, saved_next
@@ -315,7 +316,7 @@ class Persistence:
                 "config": with_checkpoint_map(make_config(thread, ns, cid), metadata),
                 "parent_config": with_checkpoint_map(make_config(thread, ns, parent_id), metadata)
                 if parent_id else None,
-                "metadata": metadata,
+                "metadata": shown_metadata(metadata),
                 "next": names,
                 "values": self.output(),
                 "tasks": [
