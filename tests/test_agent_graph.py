@@ -107,11 +107,11 @@ def test_pausing_at_exit_check_keeps_it_after_every_tools_step(thread_id: str) -
 
 
 def test_checkpoints_record_agent_nodes(thread_id: str) -> None:
-    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump],
-                         checkpointer=InMemoryCheckpointer())
+    saver = InMemoryCheckpointer()
+    agent = create_agent(ScriptedChatModel(counting_script), tools=[bump], checkpointer=saver)
     agent.invoke({"messages": [("user", "go")]}, thread_id=thread_id)
-    history = list(agent.get_state_history(thread_id=thread_id))
-    written = [w for snap in reversed(history) for w in snap.metadata.get("writes", {})]
+    history = list(saver.list({"configurable": {"thread_id": thread_id}}))  # the store's
+    written = [w for saved in reversed(history) for w in saved.metadata.get("writes", {})]
     assert written[:6] == ["__start__", "before_run", "model", "tools", "model", "tools"]
     assert written[-3:-1] == ["model", "exit_check"]
     assert written[-1] == "after_run"

@@ -298,3 +298,68 @@ def test_streamed_subgraph_checkpoints_carry_the_checkpoint_map(checkpointer, th
     history = [s.config for s in app.get_state_history(sub)]
     assert streamed == history[::-1]
     assert all(set(c["configurable"]["checkpoint_map"]) == {"", "executor"} for c in streamed)
+
+
+class Looped(TypedDict):
+    log: Annotated[list[str], operator.add]
+    n: int
+
+
+def _looping(checkpointer: Any, persist: bool | None, calls: list[tuple[str, int]]) -> Any:
+    """A parent calling subgraph ``sub`` (s1 then s2) twice, counting in ``count``."""
+
+    def step(name: str) -> Any:
+        def node(state: Looped) -> dict[str, Any]:
+            calls.append((name, len(state["log"])))
+            return {"log": [name]}
+
+        return node
+
+    sub = StateGraph(Looped).add_node("s1", step("s1")).add_node("s2", step("s2"))
+    sub = sub.add_edge(START, "s1").add_edge("s1", "s2").compile(checkpointer=persist)
+    parent = StateGraph(Looped).add_node("sub", sub)
+    parent.add_node("count", lambda s: {"n": s["n"] + 1})
+    parent.add_edge(START, "sub").add_edge("sub", "count")
+    parent.add_conditional_edges("count", lambda s: "sub" if s["n"] < 2 else "__end__")
+    return parent.compile(checkpointer=checkpointer)
+
+
+def _after_first_s1(checkpointer: Any, thread_id: str) -> dict[str, Any]:
+    """The config of the subgraph's checkpoint after its first call's s1, with the map
+    of where its parent stood (as get_state(subgraphs=True) gives it)."""
+    thread = {"configurable": {"thread_id": thread_id}}
+    [saved] = [t for t in checkpointer.list(thread)
+               if t.config["configurable"]["checkpoint_ns"]
+               and t.checkpoint["channel_values"].get("log") == ["s1"]
+               and t.metadata.get("source") == "loop"]
+    conf = saved.config["configurable"]
+    own = {conf["checkpoint_ns"]: conf["checkpoint_id"]}
+    return {"configurable": {**conf, "checkpoint_map": {**saved.metadata["parents"], **own}}}
+
+
+def test_named_stateful_subgraph_starts_there_on_every_call(checkpointer, thread_id):
+    """As LangGraph 1.2 (checked against it): the map names the subgraph's namespace,
+    so each call of the run goes back to that checkpoint; the first continues it, a
+    later one starts there anew with its input."""
+    calls: list[tuple[str, int]] = []
+    app = _looping(checkpointer, True, calls)
+    app.invoke({"log": [], "n": 0}, thread_id=thread_id)
+    config = _after_first_s1(checkpointer, thread_id)
+    calls.clear()
+    out = app.invoke(None, config)
+    # 1st call: s2 after the named s1; 2nd: the named ["s1"] plus its input ["s1", "s2"]
+    assert calls == [("s2", 1), ("s1", 3), ("s2", 4)]
+    assert out == {"log": ["s1", "s2", "s1", "s1", "s2", "s1", "s2"], "n": 2}
+
+
+def test_replayed_per_call_subgraph_starts_anew(checkpointer, thread_id):
+    """A replay forks its parent first, so a per-call subgraph (``node:task_id``) gets
+    another namespace than the map names: it runs from its input, as in LangGraph (it
+    used to look for the named checkpoint there and fail)."""
+    calls: list[tuple[str, int]] = []
+    app = _looping(checkpointer, None, calls)
+    first = app.invoke({"log": [], "n": 0}, thread_id=thread_id)
+    config = _after_first_s1(checkpointer, thread_id)
+    calls.clear()
+    assert app.invoke(None, config) == first
+    assert calls == [("s1", 0), ("s2", 1), ("s1", 2), ("s2", 3)]

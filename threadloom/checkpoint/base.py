@@ -72,6 +72,16 @@ class PendingWrite(NamedTuple):
     value: Any
 
 
+def shown_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's metadata as a user sees it (``get_state``, history, the
+    ``checkpoints``/``debug`` stream): as LangGraph 1.x, without the ``writes`` the
+    engine keeps for itself (which keys each node wrote; the store and
+    ``CheckpointTuple`` keep it)."""
+    if "writes" not in metadata:
+        return dict(metadata)
+    return {k: v for k, v in metadata.items() if k != "writes"}
+
+
 class CheckpointTuple(NamedTuple):
     """A checkpoint with its config, metadata, parent and pending writes."""
 

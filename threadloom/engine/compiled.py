@@ -26,7 +26,13 @@ from threadloom.engine.runtime import propagate_metadata
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import input_validator, schema_kind, state_builder
-from threadloom.engine.stream import StreamSink, normalize_modes, shape, with_interrupts
+from threadloom.engine.stream import (
+    StreamSink,
+    normalize_modes,
+    shape,
+    values_of,
+    with_interrupts,
+)
 from threadloom.engine.sync import (
     _in_running_loop,
     iterate_on_private_loop,
@@ -242,6 +248,7 @@ class CompiledGraph(ThreadState, GraphApi):
         durability: Durability | None = None,
         context: Any = None,
         stream_mode: str = "values",
+        subgraphs: bool = False,
         debug: bool | None = None,
         control: RunControl | None = None,
         _blocking_ok: bool = False,
@@ -249,19 +256,23 @@ class CompiledGraph(ThreadState, GraphApi):
         """Run the graph to its end (or a pause) and return the output state.
 
         Same arguments as ``astream``. A paused run's result holds ``"__interrupt__"``: a
-        list of ``Interrupt(value, id)``.
+        list of ``Interrupt(value, id)``. With ``subgraphs=True`` the run is streamed with
+        its subgraphs, as LangGraph's ``invoke(..., subgraphs=True)``: another mode gives
+        ``(namespace, chunk)`` pairs, ``"values"`` the last state streamed by any graph
+        with the interrupts any graph reported (``stream.values_of``).
 
         Raises:
             GraphRecursionError, InvalidUpdateError, InvalidRouteError, CheckpointError,
             ThreadBusyError, or what a node raised (with a note naming node and step).
         """
-        if stream_mode != "values":
+        if stream_mode != "values" or subgraphs:
             chunks = [
                 c
                 async for c in self.astream(
                     input,
                     config,
-                    stream_mode=stream_mode,
+                    stream_mode=["updates", "values"] if stream_mode == "values" else stream_mode,
+                    subgraphs=subgraphs,
                     thread_id=thread_id,
                     recursion_limit=recursion_limit,
                     durability=durability,
@@ -270,7 +281,7 @@ class CompiledGraph(ThreadState, GraphApi):
                     _blocking_ok=_blocking_ok,
                 )
             ]
-            return chunks  # type: ignore[return-value]
+            return values_of(chunks) if stream_mode == "values" else chunks  # type: ignore[return-value]
         cfg = self._config(config, thread_id, recursion_limit)
         if self.checkpointer is None and (nest := nested_loop(self, cfg, not _blocking_ok)):
             return await run_nested(*nest, input)  # invoked inside a node (nested.py)

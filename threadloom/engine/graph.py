@@ -20,6 +20,7 @@ from threadloom.engine.node_info import (  # NodeSpec, Branch: imported from her
     apply_node_defaults,
     command_destinations,
     is_async_callable,
+    node_callable,
     node_list,
     node_name,
     param_names,
@@ -202,6 +203,7 @@ class StateGraph:
             )
         if not callable(action):
             raise GraphBuildError(f"node {name!r}: {action!r} is not callable")
+        action = node_callable(action)
         params = param_names(action)
         return NodeSpec(
             name,

@@ -95,6 +95,14 @@ def node_name(action: Any) -> str | None:
     return type(action).__name__ if callable(action) else None
 
 
+def node_callable(action: Any) -> Any:
+    """What the engine runs for ``action``: an object whose class has ``as_graph_node()``
+    (a ``Tool``, run as LangGraph runs a tool node: ``tool.invoke(state, config)``) gives
+    its node function; anything else runs as it is."""
+    adapt = getattr(type(action), "as_graph_node", None)
+    return action.as_graph_node() if adapt is not None else action
+
+
 def is_async_callable(fn: Any) -> bool:
     """``fn`` (a function or a callable object) must be awaited."""
     if inspect.iscoroutinefunction(fn):

@@ -22,6 +22,7 @@ from threadloom.checkpoint.base import (
     Checkpoint,
     make_config,
     new_checkpoint_id_ts,
+    shown_metadata,
 )
 from threadloom.engine.replay import with_checkpoint_map
 from threadloom.engine.routing import Planned, saved_next
@@ -60,6 +61,7 @@ class Persistence:
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
     paused: bool
+    namespace: tuple[str, ...]
     paused_with: list[tuple[Interrupt, ...]]
     parents: dict[str, str]
 
@@ -67,13 +69,19 @@ class Persistence:
         raise NotImplementedError
 
     async def _save_on_exit(self, *, failed: bool) -> None:
-        """Finish pending writes; with ``durability="exit"`` write the last checkpoint."""
+        """Finish pending writes; with ``durability="exit"`` write the last checkpoint.
+
+        As LangGraph, a subgraph run in a per-call namespace (a level ``node:task_id``)
+        that finished writes no exit checkpoint: nothing will continue it. It does when
+        it failed or paused, and a ``checkpointer=True`` subgraph always does."""
         if self.cp is None:
             return
         try:
             await self._flush_pending_put()
         finally:
-            if self._unsaved_exit is not None:
+            if self._unsaved_exit is not None and (
+                failed or self.paused or all(":" not in level for level in self.namespace)
+            ):
                 await self._put_now(self._unsaved_exit)
 
 
@@ -245,6 +253,8 @@ class Persistence:
             self.checkpoint_config = self.fenced(
                 make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
+            if self.emit is not None:  # streamed although not saved yet, as LangGraph
+                self._emit_checkpoint(cid, metadata, planned, parent)
             return
         if self.pending_put is not None:
             await self._flush_pending_put()
@@ -306,7 +316,7 @@ class Persistence:
                 "config": with_checkpoint_map(make_config(thread, ns, cid), metadata),
                 "parent_config": with_checkpoint_map(make_config(thread, ns, parent_id), metadata)
                 if parent_id else None,
-                "metadata": metadata,
+                "metadata": shown_metadata(metadata),
                 "next": names,
                 "values": self.output(),
                 "tasks": [

@@ -7,7 +7,13 @@ give it, carries that map as ``configurable["checkpoint_map"]``, plus its own en
 
 Invoking the root graph with such a config runs the *root* from the checkpoint the map
 names for it, and each subgraph the map names continues from its own checkpoint there
-(replaying it, or answering its question with ``Command(resume=...)``).
+(replaying it, or answering its question with ``Command(resume=...)``). As in LangGraph
+the map names namespaces exactly: a subgraph called again in the same run (a loop) in a
+namespace the map names (a ``checkpointer=True`` one keeps its namespace from call to
+call) starts from the named checkpoint again, with its new input; a per-call namespace
+(``node:task_id``) is named only while the parent's task ids stay those of the run that
+saved it (a resume; a replay forks first, so its tasks have new ids and its per-call
+subgraphs start anew, with no saved state).
 
 A replay of a checkpoint also shares one ``Travel`` with every subgraph it runs: a
 subgraph the config does not name (a stateful one, ``checkpointer=True``, keeps a history
@@ -33,7 +39,7 @@ class Travel:
     """What one time-travelling run shares with the subgraphs it runs.
 
     Attributes:
-        targets: stable namespace -> the checkpoint the config names for that subgraph.
+        targets: namespace -> the checkpoint the config names for that subgraph.
         before: the replayed root checkpoint's id (a stateful subgraph loads its newest
             checkpoint older than it), or None when the run does not replay.
         visited: the namespaces (task ids left out) the run has entered already.
@@ -80,7 +86,7 @@ def root_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], Travel | None]:
     if isinstance(targets, dict) and targets:
         if targets.get(""):
             conf["checkpoint_id"] = targets[""]
-        travel = Travel({stable(k): v for k, v in targets.items() if k})
+        travel = Travel({k: v for k, v in targets.items() if k})
     return {**cfg, "configurable": conf}, travel
 
 
@@ -116,14 +122,13 @@ async def place(loop: RunLoop, fresh_input: bool) -> bool:
         return False
     ns = "|".join(loop.namespace)
     seen = ns.rsplit(":", 1)[0]
-    if seen in travel.visited:
-        return False
+    first = seen not in travel.visited
     travel.visited.add(seen)
-    target = travel.targets.get(stable(ns))
-    if target is not None:
+    target = travel.targets.get(ns)
+    if target is not None:  # every call in this namespace starts there (see the module)
         _at(loop, target)
-        return True
-    if travel.before is None or not fresh_input:
+        return first
+    if not first or travel.before is None or not fresh_input:
         return False
     bound = {"configurable": {**loop.config["configurable"], "checkpoint_id": travel.before}}
     cp = loop.cp

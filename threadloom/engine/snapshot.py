@@ -13,6 +13,7 @@ from threadloom.checkpoint.base import (
     SCHEDULED,
     SPECIAL_WRITE_CHANNELS,
     CheckpointTuple,
+    shown_metadata,
 )
 from threadloom.engine.command_writes import command_view
 from threadloom.engine.replay import graph_at, with_checkpoint_map
@@ -63,7 +64,7 @@ class StateSnapshot(NamedTuple):
         values: the state's keys and values (a root-channel graph's bare value).
         next: names of the nodes that run next (empty when the run finished).
         config: the config naming this checkpoint (pass it to ``invoke`` to time-travel).
-        metadata: ``source`` (input/loop/update/fork), ``step``, ``writes``.
+        metadata: ``source`` (input/loop/update/fork), ``step``, ``parents``.
         created_at: ISO-8601 UTC time of the checkpoint.
         parent_config: the config of the parent checkpoint, or None.
         tasks: the next step's tasks with their saved errors and interrupts.
@@ -143,7 +144,7 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
         values=values,
         next=tuple(names),
         config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
-        metadata=dict(saved.metadata),
+        metadata=shown_metadata(saved.metadata),
         created_at=cp.get("ts"),
         parent_config=with_checkpoint_map(saved.parent_config, saved.metadata),
         tasks=tuple(tasks),

@@ -14,6 +14,7 @@ with the error, so no consumer is left waiting.
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -39,6 +40,21 @@ def with_interrupts(out: Any, interrupts: Sequence[Any]) -> dict[str, Any]:
     if isinstance(out, dict):
         return {**out, "__interrupt__": interrupts}
     return {"__interrupt__": interrupts}
+
+
+def values_of(chunks: Sequence[tuple[tuple[str, ...], str, Any]]) -> Any:
+    """The result of ``invoke(..., subgraphs=True)`` from its ``(namespace, mode, chunk)``
+    events of modes ``updates`` and ``values``, as LangGraph builds it: the last
+    ``values`` chunk of any graph, with every ``"__interrupt__"`` any graph's
+    ``updates`` reported (``with_interrupts``)."""
+    latest: Any = None
+    interrupts: list[Any] = []
+    for _namespace, mode, payload in chunks:
+        if mode == "values":
+            latest = payload
+        elif isinstance(payload, dict) and (found := payload.get("__interrupt__")) is not None:
+            interrupts.extend(found)
+    return with_interrupts(latest, interrupts) if interrupts else latest
 
 
 def normalize_modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
@@ -74,6 +90,7 @@ class StreamSink:
         self._empty = asyncio.Event()
         self._empty.set()
         self._held: _Done | None = None  # the end, met while taking a batch
+        self._foreign: collections.deque[Any] = collections.deque()  # put by other threads
 
     def bind(self, namespace: tuple[str, ...]) -> Emit:
         """An ``emit(mode, payload)`` function for one (sub)graph namespace."""
@@ -96,9 +113,21 @@ class StreamSink:
         if threading.get_ident() == self.thread:
             self._put_here(item)
         else:
-            self.loop.call_soon_threadsafe(self._put_here, item)
+            # in order with what the loop's own thread puts later: a sync graph run by a
+            # node on another thread streams before that node's own update (_put_here)
+            self._foreign.append(item)
+            self.loop.call_soon_threadsafe(self._take_foreign)
+
+    def _take_foreign(self) -> None:
+        foreign = self._foreign
+        if foreign:
+            self._empty.clear()
+            while foreign:
+                self.queue.put_nowait(foreign.popleft())
 
     def _put_here(self, item: Any) -> None:
+        if self._foreign:
+            self._take_foreign()
         self._empty.clear()
         self.queue.put_nowait(item)
 

@@ -280,6 +280,13 @@ class Tool:
         impl = self.func or self.coroutine
         return impl(*args, **kwargs)  # type: ignore[misc]
 
+    def as_graph_node(self) -> Callable[..., Any]:
+        """The node function the engine runs for ``add_node(name, tool)`` (``tools.as_node``:
+        the state's keys are the arguments and the tool's return value is the node's)."""
+        from threadloom.tools.as_node import tool_as_node
+
+        return tool_as_node(self)
+
     def warm_up(self) -> None:
         """Nothing to prepare (Haystack's ``Tool.warm_up``; the agent calls it)."""
 
