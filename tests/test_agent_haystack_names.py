@@ -257,7 +257,35 @@ def test_generator_usage_in_meta_counts_and_context_tokens_start_at_zero() -> No
                          hooks={"before_llm": [capture]})
     out = agent.run([HumanMessage("w?")])
     assert seen == [0, 15]  # 0 before any call of the run, then the last call's size
-    assert out["token_usage"] == {"input_tokens": 30, "output_tokens": 13, "total_tokens": 43}
+    # Haystack sums each reply's meta["usage"] keys as given (the second has no total)
+    assert out["token_usage"] == {"prompt_tokens": 30, "completion_tokens": 13,
+                                  "total_tokens": 15}
+
+
+def test_generator_usage_sums_nested_keys_and_stays_empty_without_counts() -> None:
+    first = BaseMessage.from_assistant(
+        tool_calls=[_call("weather", {"location": "X"})],
+        meta={"usage": {"prompt_tokens": 4, "completion_tokens_details": {"reasoning": 2}}})
+    second = BaseMessage.from_assistant("Done.", meta={"usage": {
+        "prompt_tokens": 3, "completion_tokens_details": {"reasoning": 5}, "model": "m"}})
+    agent = create_agent(ChatGeneratorModel(Generator([first, second])), [weather])
+    assert agent.run([HumanMessage("w?")])["token_usage"] == {
+        "prompt_tokens": 7, "completion_tokens_details": {"reasoning": 7}, "model": "m"}
+    # a reply whose meta["usage"] is empty counts nothing: token_usage stays {} (Haystack)
+    empty = BaseMessage.from_assistant("Hello", meta={"usage": {}})
+    out = create_agent(ChatGeneratorModel(Generator([empty])), [weather]).run("hi")
+    assert out["token_usage"] == {} and out["tool_call_counts"] == {"weather": 0}
+
+
+def test_threadloom_model_usage_keys_and_a_hook_writing_token_usage() -> None:
+    def add_ten(state: State) -> None:
+        usage = state.get("token_usage")
+        state.set("token_usage", {**usage, "input_tokens": usage["input_tokens"] + 10})
+
+    model = ScriptedChatModel([{"content": "hi", "usage": {"input_tokens": 7,
+                                                           "output_tokens": 2}}])
+    out = create_agent(model, hooks={"after_llm": [add_ten]}).run("x")
+    assert out["token_usage"] == {"input_tokens": 17, "output_tokens": 2, "total_tokens": 9}
 
 
 class Echo:
