@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update
-from threadloom.agent.usage import reply_usage, sum_usage
 from threadloom.agent.exit import FINISH_EXITS, JUMP_END, jump, max_steps_reached
 from threadloom.agent.requests import (
     ModelRequest,
@@ -28,6 +27,7 @@ from threadloom.agent.requests import (
     run_options,
 )
 from threadloom.agent.structured import ProviderStrategy, ToolStrategy
+from threadloom.agent.usage import reply_usage, sum_usage
 from threadloom.engine.runtime import Runtime, current_task
 from threadloom.messages import AIMessage, BaseMessage
 from threadloom.types import Command
