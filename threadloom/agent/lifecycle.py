@@ -12,7 +12,7 @@ sync method. ``Agent.run`` / ``run_async`` warm up before each run, as Haystack'
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -48,6 +48,15 @@ class AgentLifecycle:
     def max_agent_steps(self) -> int:
         """The most model calls per run."""
         return self.agent_nodes.rules.max_steps
+
+    def _check_exit_conditions(self, llm_messages: Sequence[Any],
+                               tool_messages: Sequence[Any]) -> str | None:
+        """Haystack's ``Agent._check_exit_conditions``: the exit tool that ends the run
+        after a tools step that answered ``llm_messages`` (its assistant replies) with
+        ``tool_messages``, or None (``threadloom.agent.exit.tools_exit``'s rule)."""
+        from threadloom.agent.exit import tools_exit
+
+        return tools_exit([*llm_messages, *tool_messages], self.agent_nodes.rules)
 
     def _lifecycle_objects(self) -> Iterator[Any]:
         seen: set[int] = set()
