@@ -288,6 +288,33 @@ def test_threadloom_model_usage_keys_and_a_hook_writing_token_usage() -> None:
     assert out["token_usage"] == {"input_tokens": 17, "output_tokens": 2, "total_tokens": 9}
 
 
+def test_tool_concurrency_limit_bounds_parallel_calls_with_and_without_hooks() -> None:
+    running, peak = [0], [0]
+
+    @tool
+    async def slow(n: int) -> int:
+        """Count overlapping calls."""
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        await asyncio.sleep(0.01)
+        running[0] -= 1
+        return n
+
+    calls = [_call("slow", {"n": i}, f"s{i}") for i in range(5)]
+    for hooks in (None, {"before_tool": [lambda state: None]}):
+        peak[0] = 0
+        model = ScriptedChatModel([{"content": "", "tool_calls": calls}, "done"])
+        agent = create_agent(model, [slow], tool_concurrency_limit=2, hooks=hooks)
+        assert agent.tool_concurrency_limit == 2
+        out = agent.run("go")
+        assert out["tool_call_counts"] == {"slow": 5} and peak[0] == 2
+    kept = create_agent(ScriptedChatModel(["x"]), [weather], tool_concurrency_limit=3)
+    again = type(kept).from_dict(kept.to_dict(), allowed_modules=[__name__])
+    assert again.tool_concurrency_limit == 3
+    with pytest.raises(ValueError, match="tool_concurrency_limit must be greater than or equal"):
+        create_agent(ScriptedChatModel(["x"]), [slow], tool_concurrency_limit=0)
+
+
 class Echo:
     """A generator with plain __init__ parameters kept as same-named attributes."""
 
