@@ -315,6 +315,25 @@ def test_tool_concurrency_limit_bounds_parallel_calls_with_and_without_hooks() -
         create_agent(ScriptedChatModel(["x"]), [slow], tool_concurrency_limit=0)
 
 
+def test_resolved_state_schema_is_what_hooks_get() -> None:
+    from threadloom.reducers import add_messages, replace_values
+
+    seen: dict[str, Any] = {}
+
+    def keep(state: State) -> None:
+        seen.update(state.schema)
+
+    agent = create_agent(ScriptedChatModel(["x"]), state_schema={"foo": {"type": str}},
+                         user_prompt="{{ topic }}", hooks={"before_llm": [keep]})
+    schema = agent.resolved_state_schema
+    assert schema["foo"] == {"type": str, "handler": replace_values}
+    assert schema["messages"]["handler"] is add_messages and "topic" in schema
+    assert {"step_count", "token_usage", "tool_call_counts", "exit_reason", "stop_run",
+            "continue_run", "tools", "hook_context", "context_tokens"} <= set(schema)
+    agent.run(topic="t")
+    assert set(seen) == set(schema)
+
+
 class Echo:
     """A generator with plain __init__ parameters kept as same-named attributes."""
 

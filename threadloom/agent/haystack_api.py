@@ -1,7 +1,7 @@
 """Haystack's ``Agent`` API on threadloom's ``Agent``: ``run`` / ``run_async`` and the
 attribute names a Haystack user reads (``system_prompt``, ``user_prompt``,
-``exit_conditions``, ``state_schema``, ``max_agent_steps``, ``tool_concurrency_limit``,
-``_check_exit_conditions``).
+``exit_conditions``, ``state_schema``, ``resolved_state_schema``, ``max_agent_steps``,
+``tool_concurrency_limit``, ``_check_exit_conditions``).
 
 Every name is a view over the agent's own configuration (``Agent.config``, the exit
 rules); nothing here is stored twice.
@@ -47,6 +47,13 @@ class HaystackAgentAPI:
     def state_schema(self) -> Any:
         """The ``state_schema`` given to ``create_agent`` (None when none was)."""
         return self.config.get("state_schema")
+
+    @property
+    def resolved_state_schema(self) -> dict[str, dict[str, Any]]:
+        """The schema of the ``State`` hooks get (Haystack's ``resolved_state_schema``):
+        ``{key: {"type": T, "handler": fn}}`` for the user's keys, template variables and
+        every agent key (``messages`` merges with ``add_messages``, agent keys replace)."""
+        return {key: dict(entry) for key, entry in self.agent_nodes.hooks.bridge.schema.items()}
 
     @property
     def max_agent_steps(self) -> int:
