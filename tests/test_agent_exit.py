@@ -131,6 +131,37 @@ def test_h11_c_failing_sibling_does_not_block_the_exit_tool() -> None:
     assert tool_messages[1].status == "success"
 
 
+def test_an_errored_exit_tool_cancels_the_exit_of_a_succeeding_one() -> None:
+    # Haystack: any exit-condition tool that errored in the step cancels the exit
+    model = ScriptedChatModel([
+        {"content": "", "tool_calls": [call("finish", {"answer": "a"}, "c1"),
+                                       call("search", {"q": "x"}, "c2")]},
+        "after the failure",
+    ])
+    agent = create_agent(model, tools=[finish, tool(broken_search, name="search")],
+                         exit_conditions=["finish", "search", "text"])
+    out = agent.run("go")
+    assert len(model.calls) == 2 and out["exit_reason"] == "text"
+
+
+def test_check_exit_conditions_reads_replies_and_tool_messages() -> None:
+    from threadloom.messages import BaseMessage
+
+    agent = create_agent(ScriptedChatModel(["x"]), tools=[finish, search],
+                         exit_conditions=["finish"])
+    done, other = call("finish", {"answer": "a"}, "f1"), call("search", {"q": "x"}, "s1")
+    ok = [BaseMessage.from_tool("ok", origin=done)]
+    for calls in ([done, other], [other, done]):  # order of parallel calls does not matter
+        replies = [BaseMessage.from_assistant(tool_calls=calls)]
+        assert agent._check_exit_conditions(replies, ok) == "finish"
+    failed = [BaseMessage.from_tool("boom", origin=done, error=True)]
+    assert agent._check_exit_conditions(
+        [BaseMessage.from_assistant(tool_calls=[other, done])], failed) is None
+    sibling_failed = [BaseMessage.from_tool("boom", origin=other, error=True), *ok]
+    assert agent._check_exit_conditions(
+        [BaseMessage.from_assistant(tool_calls=[other, done])], sibling_failed) == "finish"
+
+
 def test_return_direct_tool_ends_the_run() -> None:
     @tool(return_direct=True)
     def lookup(key: str) -> str:

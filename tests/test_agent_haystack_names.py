@@ -257,7 +257,81 @@ def test_generator_usage_in_meta_counts_and_context_tokens_start_at_zero() -> No
                          hooks={"before_llm": [capture]})
     out = agent.run([HumanMessage("w?")])
     assert seen == [0, 15]  # 0 before any call of the run, then the last call's size
-    assert out["token_usage"] == {"input_tokens": 30, "output_tokens": 13, "total_tokens": 43}
+    # Haystack sums each reply's meta["usage"] keys as given (the second has no total)
+    assert out["token_usage"] == {"prompt_tokens": 30, "completion_tokens": 13,
+                                  "total_tokens": 15}
+
+
+def test_generator_usage_sums_nested_keys_and_stays_empty_without_counts() -> None:
+    first = BaseMessage.from_assistant(
+        tool_calls=[_call("weather", {"location": "X"})],
+        meta={"usage": {"prompt_tokens": 4, "completion_tokens_details": {"reasoning": 2}}})
+    second = BaseMessage.from_assistant("Done.", meta={"usage": {
+        "prompt_tokens": 3, "completion_tokens_details": {"reasoning": 5}, "model": "m"}})
+    agent = create_agent(ChatGeneratorModel(Generator([first, second])), [weather])
+    assert agent.run([HumanMessage("w?")])["token_usage"] == {
+        "prompt_tokens": 7, "completion_tokens_details": {"reasoning": 7}, "model": "m"}
+    # a reply whose meta["usage"] is empty counts nothing: token_usage stays {} (Haystack)
+    empty = BaseMessage.from_assistant("Hello", meta={"usage": {}})
+    out = create_agent(ChatGeneratorModel(Generator([empty])), [weather]).run("hi")
+    assert out["token_usage"] == {} and out["tool_call_counts"] == {"weather": 0}
+
+
+def test_threadloom_model_usage_keys_and_a_hook_writing_token_usage() -> None:
+    def add_ten(state: State) -> None:
+        usage = state.get("token_usage")
+        state.set("token_usage", {**usage, "input_tokens": usage["input_tokens"] + 10})
+
+    model = ScriptedChatModel([{"content": "hi", "usage": {"input_tokens": 7,
+                                                           "output_tokens": 2}}])
+    out = create_agent(model, hooks={"after_llm": [add_ten]}).run("x")
+    assert out["token_usage"] == {"input_tokens": 17, "output_tokens": 2, "total_tokens": 9}
+
+
+def test_tool_concurrency_limit_bounds_parallel_calls_with_and_without_hooks() -> None:
+    running, peak = [0], [0]
+
+    @tool
+    async def slow(n: int) -> int:
+        """Count overlapping calls."""
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        await asyncio.sleep(0.01)
+        running[0] -= 1
+        return n
+
+    calls = [_call("slow", {"n": i}, f"s{i}") for i in range(5)]
+    for hooks in (None, {"before_tool": [lambda state: None]}):
+        peak[0] = 0
+        model = ScriptedChatModel([{"content": "", "tool_calls": calls}, "done"])
+        agent = create_agent(model, [slow], tool_concurrency_limit=2, hooks=hooks)
+        assert agent.tool_concurrency_limit == 2
+        out = agent.run("go")
+        assert out["tool_call_counts"] == {"slow": 5} and peak[0] == 2
+    kept = create_agent(ScriptedChatModel(["x"]), [weather], tool_concurrency_limit=3)
+    again = type(kept).from_dict(kept.to_dict(), allowed_modules=[__name__])
+    assert again.tool_concurrency_limit == 3
+    with pytest.raises(ValueError, match="tool_concurrency_limit must be greater than or equal"):
+        create_agent(ScriptedChatModel(["x"]), [slow], tool_concurrency_limit=0)
+
+
+def test_resolved_state_schema_is_what_hooks_get() -> None:
+    from threadloom.reducers import add_messages, replace_values
+
+    seen: dict[str, Any] = {}
+
+    def keep(state: State) -> None:
+        seen.update(state.schema)
+
+    agent = create_agent(ScriptedChatModel(["x"]), state_schema={"foo": {"type": str}},
+                         user_prompt="{{ topic }}", hooks={"before_llm": [keep]})
+    schema = agent.resolved_state_schema
+    assert schema["foo"] == {"type": str, "handler": replace_values}
+    assert schema["messages"]["handler"] is add_messages and "topic" in schema
+    assert {"step_count", "token_usage", "tool_call_counts", "exit_reason", "stop_run",
+            "continue_run", "tools", "hook_context", "context_tokens"} <= set(schema)
+    agent.run(topic="t")
+    assert set(seen) == set(schema)
 
 
 class Echo:

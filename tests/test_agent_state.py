@@ -120,6 +120,70 @@ def test_from_dict_never_resolves_custom_handlers() -> None:
     assert back.get("text") == "ab"
 
 
+def concat(a: Any, b: Any) -> Any:
+    """A module-level handler (importable by path)."""
+    return (a or "") + b
+
+
+def test_from_dict_imports_a_custom_handler_only_from_allowed_modules() -> None:
+    from threadloom.errors import SecurityError
+
+    blob = State({"text": {"type": str, "handler": concat}}, {"text": "a"}).to_dict()
+    assert blob["schema"]["text"]["handler"] == f"{__name__}.concat"
+    with pytest.raises(ValueError, match="allowed_modules"):
+        State.from_dict(blob)
+    back = State.from_dict(blob, allowed_modules=[__name__])
+    assert back.schema["text"]["handler"] is concat and back.data == {"text": "a"}
+    blob["schema"]["text"]["handler"] = "os.system"
+    with pytest.raises(SecurityError, match="not allowed"):
+        State.from_dict(blob, allowed_modules=[__name__])
+
+
+HS = "haystack.components.agents.state.state_utils."
+HS_MESSAGE = "haystack.dataclasses.chat_message.ChatMessage"
+
+
+def test_from_dict_reads_haystacks_format() -> None:
+    call = {"tool_name": "weather", "arguments": {"city": "Oslo"}, "id": "c1"}
+    blob = {
+        "schema": {
+            "count": {"type": "int", "handler": HS + "replace_values"},
+            "messages": {"type": f"typing.List[{HS_MESSAGE}]", "handler": HS + "merge_lists"},
+            "info": {"type": "dict[str, int]", "handler": HS + "replace_values"},
+        },
+        "data": {
+            "serialization_schema": {"type": "object", "properties": {
+                "count": {"type": "integer"},
+                "messages": {"type": "array", "items": {"type": HS_MESSAGE}},
+                "info": {"type": "object", "properties": {"role": {"type": "string"}}},
+            }},
+            "serialized_data": {
+                "count": 2,
+                "messages": [
+                    {"role": "user", "meta": {}, "name": None, "content": [{"text": "hi"}]},
+                    {"role": "assistant", "meta": {"model": "m"}, "name": None,
+                     "content": [{"text": "let me look"}, {"tool_call": call}]},
+                    {"role": "tool", "meta": {}, "name": None, "content": [
+                        {"tool_call_result": {"result": "sunny", "origin": call,
+                                              "error": False}}]},
+                ],
+                "info": {"role": "user", "content": []},  # not a message: the schema says so
+            },
+        },
+    }
+    state = State.from_dict(blob)
+    assert state.schema["count"] == {"type": int, "handler": replace_values}
+    assert state.schema["messages"] == {"type": list, "handler": merge_lists}
+    assert state.schema["info"]["type"] is dict
+    user, ai, result = state.data["messages"]
+    assert user == HumanMessage("hi")
+    assert ai.text == "let me look" and ai.meta == {"model": "m"}
+    assert [(c.tool_name, c.arguments, c.id) for c in map(type(ai.tool_call), ai.tool_calls)] == [
+        ("weather", {"city": "Oslo"}, "c1")]
+    assert result.tool_call_result.result == "sunny" and result.tool_call_id == "c1"
+    assert state.data["info"] == {"role": "user", "content": []} and state.data["count"] == 2
+
+
 @pytest.mark.parametrize("key", sorted(RESERVED_KEYS))
 def test_reserved_keys_refused(key: str) -> None:
     with pytest.raises(ValueError, match=repr(key)):

@@ -134,6 +134,29 @@ async def test_order_is_call_order_whatever_the_finish_order() -> None:
     assert [m.content for m in out["messages"]] == [str(d) for d in delays]
 
 
+async def test_max_concurrency_bounds_calls_running_at_once() -> None:
+    running, peak = 0, 0
+
+    @tool
+    async def busy(n: int) -> int:
+        """Count calls running together."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return n
+
+    calls = [("busy", {"n": i}, f"c{i}") for i in range(6)]
+    out = await ToolNode([busy], max_concurrency=2)(state_of(ai(*calls)))
+    assert [m.content for m in out["messages"]] == [str(i) for i in range(6)] and peak == 2
+    peak = 0
+    await ToolNode([busy])(state_of(ai(*calls)))
+    assert peak == 6
+    with pytest.raises(ValueError, match="max_concurrency must be an int greater than or"):
+        ToolNode([busy], max_concurrency=0)
+
+
 # --- H16: unknown tool ----------------------------------------------------------------
 
 

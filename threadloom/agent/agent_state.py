@@ -16,12 +16,12 @@ from operator import is_
 from typing import Annotated, Any, TypedDict
 
 from threadloom.agent.state import State
+from threadloom.agent.usage import add_usage, sum_usage, usage_delta
 from threadloom.engine.channels import Ephemeral
 from threadloom.messages import REMOVE_ALL_MESSAGES, AnyMessage, BaseMessage, RemoveMessage
 from threadloom.messages.ids import uuid4_str
 from threadloom.reducers import add_messages, replace_values
 
-USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 CONTROL_KEYS = ("jump_to", "stop_run", "continue_run")
 JUMP_TARGETS = ("model", "tools", "end")
 
@@ -34,19 +34,6 @@ def sum_steps(current: int | None, update: int | None) -> int:
 
 
 Counts = Mapping[str, int] | None
-
-
-def sum_usage(current: Counts, update: Counts) -> dict[str, int]:
-    """Reducer of ``token_usage``: adds ``input/output/total_tokens``; ``None`` resets."""
-    if update is None:
-        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    current = current or {}
-    return {"input_tokens": int(current.get("input_tokens") or 0)
-            + int(update.get("input_tokens") or 0),
-            "output_tokens": int(current.get("output_tokens") or 0)
-            + int(update.get("output_tokens") or 0),
-            "total_tokens": int(current.get("total_tokens") or 0)
-            + int(update.get("total_tokens") or 0)}
 
 
 def sum_counts(current: Counts, update: Counts) -> dict[str, int]:
@@ -68,8 +55,9 @@ class AgentState(TypedDict, total=False):
         messages: the conversation (``add_messages``); never holds the system prompt.
         last_message: the final message of the run (set by ``after_run``).
         step_count: model calls in this run (one step = one model call + its tool calls).
-        token_usage: ``{"input_tokens", "output_tokens", "total_tokens"}`` summed over
-            this run's model calls.
+        token_usage: the usage of this run's model calls summed (``{"input_tokens",
+            "output_tokens", "total_tokens"}``, or a Haystack generator's ``meta["usage"]``
+            keys as given; ``{}`` when no reply reported usage): ``threadloom.agent.usage``.
         tool_call_counts: ``{tool_name: n}`` of calls executed in this run.
         exit_reason: why the run ended: ``"text"``, ``"length"``, ``"content_filter"``,
             a tool name, ``"structured_response"``, ``"max_agent_steps"``,
@@ -89,7 +77,7 @@ class AgentState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     last_message: AnyMessage | None
     step_count: Annotated[int, sum_steps]
-    token_usage: Annotated[dict[str, int], sum_usage]
+    token_usage: Annotated[dict[str, Any], sum_usage]
     tool_call_counts: Annotated[dict[str, int], sum_counts]
     exit_reason: Any
     continue_run: Annotated[bool, Ephemeral]
@@ -211,8 +199,7 @@ class HookBridge:
             elif key == "step_count":
                 update[key] = (value or 0) - (before.get(key) or 0)
             elif key == "token_usage":
-                old = before.get(key) or {}
-                update[key] = {k: (value or {}).get(k, 0) - old.get(k, 0) for k in USAGE_KEYS}
+                update[key] = usage_delta(value or {}, before.get(key) or {})
             elif key == "tool_call_counts":
                 old = before.get(key) or {}
                 names = set(old) | set(value or {})
@@ -254,10 +241,7 @@ def add_delta(update: dict[str, Any], key: str, delta: Any) -> None:
     if current is None:
         update[key] = delta
     elif isinstance(delta, dict):
-        merged = dict(current)
-        for k, v in delta.items():
-            merged[k] = merged.get(k, 0) + v
-        update[key] = merged
+        update[key] = add_usage(current, delta)
     else:
         update[key] = current + delta
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.agent.agent_prompts import Prompts
-from threadloom.agent.agent_state import RUN_ARGUMENTS, HookBridge, hook_schema
+from threadloom.agent.agent_state import HookBridge, hook_schema
 from threadloom.agent.arguments import check_model, hooks_of, takes_tools, tools_of
 from threadloom.agent.exit import (
     after_before_run,
@@ -30,6 +30,7 @@ from threadloom.agent.exit import (
     make_rules,
     tools_route,
 )
+from threadloom.agent.haystack_api import HaystackAgentAPI
 from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
@@ -69,6 +70,7 @@ def create_agent(
     enable_streaming_callback_passthrough: bool = False,
     busy_timeout: float | None = None,
     render_budget: Mapping[str, Any] | None = None,
+    tool_concurrency_limit: int | None = None,
 ) -> Agent:
     """Build a tool-calling agent (LangChain's ``create_agent`` + Haystack's ``Agent``).
 
@@ -108,6 +110,8 @@ def create_agent(
             finish before ``ThreadBusyError`` (default: fail at once).
         render_budget: raises the prompt sandbox's limits: ``{"max_steps": n,
             "max_output_chars": n, "render_budget_s": s}``.
+        tool_concurrency_limit: the most tool calls of one reply run at a time (Haystack's;
+            default: all at once).
 
     Returns:
         An ``Agent`` (a ``CompiledGraph``).
@@ -117,7 +121,7 @@ def create_agent(
             ``supports_tools`` is False; a bad ``response_format``.
         ValueError: a reserved key in ``state_schema``; a template variable that
             collides with a state key or run argument; an unknown exit condition or
-            hook point; two tools with one name.
+            hook point; two tools with one name; ``tool_concurrency_limit`` below 1.
     """
     settings = {k: v for k, v in locals().items()}
     if isinstance(model, str):
@@ -126,6 +130,10 @@ def create_agent(
         model = init_chat_model(model)
     check_model(model)
     tool_list = tools_of(tools)
+    if tool_concurrency_limit is not None and (
+            not isinstance(tool_concurrency_limit, int) or tool_concurrency_limit < 1):
+        raise ValueError(f"create_agent(tool_concurrency_limit={tool_concurrency_limit!r}): "
+                         "tool_concurrency_limit must be greater than or equal to 1 (or None)")
     if not takes_tools(model):
         raise TypeError(
             f"create_agent(model=...): {type(model).__name__}.ainvoke takes no 'tools' "
@@ -147,7 +155,8 @@ def create_agent(
     hook_map, model_wrappers, tool_wrappers = hooks_of(hooks, middleware)
     bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),
                         schemas.reduced)
-    tool_node = ToolNode(tool_list, handle_tool_errors=handle_tool_errors)
+    tool_node = ToolNode(tool_list, handle_tool_errors=handle_tool_errors,
+                         max_concurrency=tool_concurrency_limit)
     tool_node.state_keys = frozenset(schemas.state.__annotations__)
     nodes = AgentNodes(
         ModelStep(model, by_name, strategy, dict(generation_kwargs or {}),
@@ -182,7 +191,7 @@ _OWNED = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reaso
 """Keys the agent writes during a run; a run's input may not set them."""
 
 
-class Agent(AgentLifecycle, CompiledGraph):
+class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
     """A compiled agent graph (nodes ``before_run``, ``model``, ``tools``, ``exit_check``,
     ``after_run``); everything a ``CompiledGraph`` does, plus the agent conveniences.
 
@@ -313,38 +322,6 @@ class Agent(AgentLifecycle, CompiledGraph):
                 kept = quiet.keep(item)
                 if kept is not None:
                     yield kept
-
-    def run(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
-        """Run once and return the output dict (Haystack's ``Agent.run``).
-
-        Args:
-            messages: the new messages (a string is a user message), or None.
-            **kwargs: template variables and state keys, plus ``thread_id``, ``config``,
-                ``tools``, ``generation_kwargs``, ``streaming_callback``,
-                ``hook_context``, ``context``, ``recursion_limit``.
-
-        Returns:
-            ``messages``, ``last_message``, ``step_count``, ``token_usage``,
-            ``tool_call_counts``, ``exit_reason`` (+ ``structured_response``, user keys).
-        """
-        input, config, options = self._run_args(messages, kwargs)
-        self.warm_up()  # as Haystack's Agent.run
-        return self.invoke(input, config, **options)
-
-    async def arun(self, messages: Any = None, **kwargs: Any) -> dict[str, Any]:
-        """Async ``run`` (also spelled ``run_async``, as Haystack's)."""
-        input, config, options = self._run_args(messages, kwargs)
-        await self.warm_up_async()
-        return await self.ainvoke(input, config, **options)
-
-    run_async = arun
-
-    def _run_args(self, messages: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any,
-                                                                         dict[str, Any]]:
-        config = kwargs.pop("config", None)
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_ARGUMENTS}
-        input = {"messages": [] if messages is None else messages, **kwargs}
-        return input, config, options
 
     # -- configuration ----------------------------------------------------------------------
 

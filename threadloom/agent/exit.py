@@ -8,8 +8,9 @@ Haystack semantics, with its reported gaps closed:
 - finish reason ``"length"`` / ``"content_filter"``: the reply was cut off or filtered;
   the run ends with that reason, never ``"text"`` (case H13).
 - a tool name in ``exit_conditions``, or a ``return_direct`` tool: the run ends after a
-  tools step in which *any* call of that tool succeeded, first in call order (case
-  H11); a call answered with an error does not count.
+  tools step in which a call of that tool succeeded, first in call order (case
+  H11); a call of an exit tool answered with an error cancels the exit of that step
+  (as Haystack's, even when another exit tool succeeded).
 - ``"structured_response"``: the structured response was produced.
 """
 
@@ -91,7 +92,11 @@ def reply_exit(message: AIMessage, rules: ExitRules) -> str | None:
 
 
 def tools_exit(messages: Sequence[BaseMessage], rules: ExitRules) -> str | None:
-    """The exit reason after a tools step: the first exit tool, in call order, that succeeded.
+    """The exit reason after a tools step, as Haystack's ``Agent`` decides it.
+
+    The first exit tool, in call order, whose call succeeded; but none when any call of an
+    exit tool in that step failed (an errored exit tool cancels the exit, even when another
+    exit tool succeeded). Errors of other tools do not matter.
 
     Args:
         messages: the history; the tools step's results follow its last ``AIMessage``.
@@ -99,21 +104,26 @@ def tools_exit(messages: Sequence[BaseMessage], rules: ExitRules) -> str | None:
     """
     if not rules.tools:
         return None
-    ok: set[str] = set()
+    status: dict[str, str] = {}
     ai: AIMessage | None = None
     for message in reversed(messages):
         if message.type == "tool":
-            if message.status != "error":  # type: ignore[attr-defined]
-                ok.add(message.tool_call_id)  # type: ignore[attr-defined]
+            status.setdefault(message.tool_call_id, message.status)  # type: ignore[attr-defined]
         elif message.type == "ai":
             ai = message  # type: ignore[assignment]
             break
     if ai is None:
         return None
+    first: str | None = None
     for call in ai.tool_calls:
-        if call["name"] in rules.tools and call.get("id") in ok:
-            return call["name"]
-    return None
+        if call["name"] not in rules.tools:
+            continue
+        outcome = status.get(call.get("id") or "")
+        if outcome == "error":
+            return None
+        if first is None and outcome is not None:
+            first = call["name"]
+    return first
 
 
 def last_exit(messages: Sequence[BaseMessage], rules: ExitRules) -> str | None:

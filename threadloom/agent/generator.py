@@ -154,7 +154,8 @@ def _init_parameters(gen: Any) -> dict[str, Any]:
 def _with_usage(reply: Any) -> Any:
     """A reply whose token counts are only in Haystack's ``meta["usage"]``
     (``prompt_tokens``/``completion_tokens``/``total_tokens``), with ``usage_metadata`` set
-    from them, so ``token_usage`` and ``context_tokens`` count what the generator reported."""
+    from them, so ``context_tokens`` (and a trace) counts what the generator reported;
+    ``token_usage`` sums ``meta["usage"]`` itself (``threadloom.agent.usage``)."""
     if not isinstance(reply, AIMessage) or reply.usage_metadata is not None:
         return reply
     usage = reply.response_metadata.get("usage")

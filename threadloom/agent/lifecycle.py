@@ -1,7 +1,5 @@
 """The agent's lifecycle (Haystack's component contract): ``warm_up``, ``close`` and their
-async twins, over the model, the tools and the hooks; and Haystack's attribute names
-(``system_prompt``, ``user_prompt``, ``exit_conditions``, ``state_schema``,
-``max_agent_steps``).
+async twins, over the model, the tools and the hooks.
 
 Each method calls the same-named method of every object that has one, once per object
 (a hook given for two points is warmed once). The async twins prefer an object's
@@ -17,37 +15,12 @@ from typing import Any
 
 
 class AgentLifecycle:
-    """Mixin of ``Agent``: lifecycle methods and Haystack attribute names."""
+    """Mixin of ``Agent``: lifecycle methods."""
 
     model: Any
     tools: list[Any]
     agent_nodes: Any
     config: dict[str, Any]
-
-    @property
-    def system_prompt(self) -> str | None:
-        """The ``system_prompt`` template (Haystack's ``Agent.system_prompt``)."""
-        return self.config.get("system_prompt")  # type: ignore[no-any-return]
-
-    @property
-    def user_prompt(self) -> str | None:
-        """The ``user_prompt`` template."""
-        return self.config.get("user_prompt")  # type: ignore[no-any-return]
-
-    @property
-    def exit_conditions(self) -> list[str]:
-        """The exit conditions (default ``["text"]``)."""
-        return list(self.agent_nodes.rules.names)
-
-    @property
-    def state_schema(self) -> Any:
-        """The ``state_schema`` given to ``create_agent`` (None when none was)."""
-        return self.config.get("state_schema")
-
-    @property
-    def max_agent_steps(self) -> int:
-        """The most model calls per run."""
-        return self.agent_nodes.rules.max_steps
 
     def _lifecycle_objects(self) -> Iterator[Any]:
         seen: set[int] = set()

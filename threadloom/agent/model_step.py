@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update, sum_usage
+from threadloom.agent.agent_state import add_delta, merge_hook_changes, messages_update
 from threadloom.agent.exit import FINISH_EXITS, JUMP_END, jump, max_steps_reached
 from threadloom.agent.requests import (
     ModelRequest,
@@ -27,6 +27,7 @@ from threadloom.agent.requests import (
     run_options,
 )
 from threadloom.agent.structured import ProviderStrategy, ToolStrategy
+from threadloom.agent.usage import reply_usage, sum_usage
 from threadloom.engine.runtime import Runtime, current_task
 from threadloom.messages import AIMessage, BaseMessage
 from threadloom.types import Command
@@ -189,12 +190,9 @@ class ModelStep:
             request_messages(system, history, self.merge_system), tools=wire or None,
             tool_choice=None, response_format=self.response_format, **kwargs)
         update: dict[str, Any] = {"step_count": 1}
-        usage = reply.usage_metadata
-        if usage:
-            update["token_usage"] = {
-                "input_tokens": int(usage.get("input_tokens") or 0),
-                "output_tokens": int(usage.get("output_tokens") or 0),
-                "total_tokens": int(usage.get("total_tokens") or 0)}
+        usage = reply_usage(reply)
+        if usage is not None:
+            update["token_usage"] = usage
         update["context_tokens"] = context_tokens(reply, history)
         if self.provider_strategy is not None and _final_text(reply):
             update["structured_response"] = self.provider_strategy.parse(reply.text)
@@ -240,12 +238,9 @@ class ModelStep:
         else:
             reply = await self._ask(system, history, view, opts, steps + 1)
         add_delta(update, "step_count", 1)
-        usage = reply.usage_metadata
-        if usage:
-            add_delta(update, "token_usage", {
-                "input_tokens": int(usage.get("input_tokens") or 0),
-                "output_tokens": int(usage.get("output_tokens") or 0),
-                "total_tokens": int(usage.get("total_tokens") or 0)})
+        usage = reply_usage(reply)
+        if usage is not None:
+            add_delta(update, "token_usage", usage)
         update["context_tokens"] = context_tokens(reply, history)
         if self.provider_strategy is not None and _final_text(reply):
             update["structured_response"] = self.provider_strategy.parse(reply.text)

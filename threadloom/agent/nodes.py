@@ -37,7 +37,6 @@ from threadloom.messages import BaseMessage
 from threadloom.types import Command
 
 NODE_NAMES = ("before_run", "model", "tools", "exit_check", "after_run")
-ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
 _RESET = {"step_count": None, "token_usage": None, "tool_call_counts": None}
 
 
@@ -136,7 +135,7 @@ class AgentNodes:
                 messages = [*messages, *rendered]
         target = None
         if self.hooks.has("before_run"):
-            values = {**state, **update, "step_count": 0, "token_usage": dict(ZERO_USAGE),
+            values = {**state, **update, "step_count": 0, "token_usage": {},
                       "tool_call_counts": {}}
             changes, control, messages, _ = await self.hooks.run(
                 "before_run", values, messages, run_options().hook_context)
@@ -228,4 +227,4 @@ class AgentNodes:
         return update
 
 
-__all__ = ["NODE_NAMES", "ZERO_USAGE", "AgentNodes", "HookRunner"]
+__all__ = ["NODE_NAMES", "AgentNodes", "HookRunner"]

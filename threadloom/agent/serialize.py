@@ -289,6 +289,8 @@ def agent_to_dict(agent: Any, *, api_key_env: str | None = None) -> dict[str, An
         "generation_kwargs": refuse_secrets(dict(cfg.get("generation_kwargs") or {}),
                                              "generation_kwargs"),
     }
+    if cfg.get("tool_concurrency_limit") is not None:
+        params["tool_concurrency_limit"] = cfg["tool_concurrency_limit"]
     return {"type": AGENT_TYPE, "version": FORMAT_VERSION, "init_parameters": params}
 
 
@@ -332,6 +334,7 @@ def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] =
         or None,
         "checkpointer": checkpointer, "name": p.get("name"),
         "generation_kwargs": p.get("generation_kwargs") or None,
+        "tool_concurrency_limit": p.get("tool_concurrency_limit"),
     }
     model = overrides.pop("model", None) or model_from_dict(p["model"], allowed)
     tools = overrides.pop("tools", None)

@@ -14,6 +14,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from threadloom.agent.state_format import data_from_dict, entry_from_dict, handler_name, type_name
 from threadloom.reducers import add_messages, merge_lists, replace_values
 
 Handler = Callable[[Any, Any], Any]
@@ -27,17 +28,6 @@ RESERVED_KEYS = frozenset({
 """State keys the agent owns; a user ``state_schema`` may not redefine them."""
 
 _ATOMIC = frozenset({str, int, float, bool, bytes})
-
-_KNOWN_HANDLERS: dict[str, Handler] = {
-    "merge_lists": merge_lists,
-    "replace_values": replace_values,
-    "add_messages": add_messages,
-}
-_KNOWN_TYPES: dict[str, Any] = {
-    "str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
-    "tuple": tuple, "set": set, "NoneType": type(None), "Any": Any,
-}
-
 
 def _is_list_type(tp: Any) -> bool:
     return tp is list or typing.get_origin(tp) is list
@@ -222,30 +212,35 @@ class State:
         from threadloom.checkpoint.serde import dumps
 
         skip = set(skip_keys or ())
-        schema = {key: {"type": _type_name(e["type"]), "handler": _handler_name(e["handler"])}
+        schema = {key: {"type": type_name(e["type"]), "handler": handler_name(e["handler"])}
                   for key, e in self._schema.items() if key not in skip}
         data = {k: v for k, v in self._data.items() if k not in skip}
         return {"schema": schema, "data": json.loads(dumps(data, path="state"))}
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], *, schema: Mapping[str, Any] | None = None
+        cls, data: Mapping[str, Any], *, schema: Mapping[str, Any] | None = None,
+        allowed_modules: Iterable[str] = (),
     ) -> State:
-        """Rebuild a ``State`` written by ``to_dict``.
+        """Rebuild a ``State`` written by ``to_dict``, or by Haystack's ``State.to_dict``
+        (``threadloom.agent.state_format`` says what is read and how).
 
-        Stored handler names are resolved only among ``merge_lists``, ``replace_values``
-        and ``add_messages``, and types only among builtins: nothing named by the data is
-        imported. Pass ``schema`` to restore custom handlers or exact types.
+        Built-in handler names (``merge_lists``, ``replace_values``, ``add_messages``, and
+        Haystack's paths of the first two) are resolved without importing anything; types
+        only among builtins. Any other handler path is imported only from
+        ``allowed_modules`` (as ``Agent.from_dict``); or pass ``schema`` to give the
+        handlers and exact types yourself.
 
         Raises:
-            ValueError: an unknown handler name (and no ``schema`` given).
+            ValueError: a custom handler path with neither ``schema`` nor
+                ``allowed_modules``; a Haystack message dict that cannot be read.
+            SecurityError: a custom handler path outside ``allowed_modules``.
             SerializationError: the data holds a type the codec refuses.
         """
-        from threadloom.checkpoint.serde import loads
-
         if schema is None:
-            schema = {key: _entry_from_dict(key, e) for key, e in data["schema"].items()}
-        return cls(schema, loads(json.dumps(data.get("data", {}))))
+            schema = {key: entry_from_dict(key, e, allowed_modules)
+                      for key, e in data["schema"].items()}
+        return cls(schema, data_from_dict(data.get("data", {})))
 
     def __copy__(self) -> State:
         return State(self._schema, dict(self._data))
@@ -255,32 +250,6 @@ class State:
 
     def __repr__(self) -> str:
         return f"State(keys={sorted(self._data)}, changed={list(self._changed)})"
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp) or tp
-    name = getattr(origin, "__name__", None) or getattr(origin, "_name", None)
-    return name if name in _KNOWN_TYPES else "Any"
-
-
-def _handler_name(handler: Handler) -> str:
-    for name, known in _KNOWN_HANDLERS.items():
-        if handler is known:
-            return name
-    module = getattr(handler, "__module__", "?")
-    return f"{module}.{getattr(handler, '__qualname__', repr(handler))}"
-
-
-def _entry_from_dict(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    handler_name = entry.get("handler")
-    if handler_name is not None and handler_name not in _KNOWN_HANDLERS:
-        raise ValueError(
-            f"State.from_dict: key {key!r} has custom handler {handler_name!r}; pass "
-            "schema= to restore it (stored data never names code to import)")
-    result: dict[str, Any] = {"type": _KNOWN_TYPES.get(str(entry.get("type")), Any)}
-    if handler_name is not None:
-        result["handler"] = _KNOWN_HANDLERS[handler_name]
-    return result
 
 
 def validate_user_schema(schema: Any, *, inherited: Mapping[str, Any] | None = None) -> None:

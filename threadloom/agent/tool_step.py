@@ -38,6 +38,7 @@ from threadloom.agent.exit import JUMP_END, ExitRules, jump, tools_exit
 from threadloom.agent.model_step import chain
 from threadloom.agent.requests import RunOptions, ToolCallRequest, answer_pending, run_options
 from threadloom.agent.structured import ToolStrategy
+from threadloom.engine.concurrency import bounded
 from threadloom.engine.runtime import GraphInterrupt, Runtime, current_task
 from threadloom.messages import AIMessage, BaseMessage, ToolMessage
 from threadloom.nodes.tool_node import ToolNode
@@ -137,13 +138,15 @@ class ToolStep:
         chosen = [t for n, t in pool.items() if names is None or n in names]
         errors = self.node.handle_tool_errors
         if opts.extra_tools or names is None:  # names is None only with extra tools
-            fresh = ToolNode(chosen, handle_tool_errors=errors)
+            fresh = ToolNode(chosen, handle_tool_errors=errors,
+                             max_concurrency=self.node.max_concurrency)
             fresh.state_keys = self.node.state_keys
             return fresh
         key = tuple(sorted(names))
         node = self._subsets.get(key)
         if node is None:
-            node = self._subsets[key] = ToolNode(chosen, handle_tool_errors=errors)
+            node = self._subsets[key] = ToolNode(
+                chosen, handle_tool_errors=errors, max_concurrency=self.node.max_concurrency)
             node.state_keys = self.node.state_keys
         return node
 
@@ -307,7 +310,8 @@ class ToolStep:
                 call["name"]), state=view, config=config, runtime=runtime)
             return _split(await handler(request), call)
 
-        return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=True))
+        jobs = bounded([one(c) for c in calls], toolset.max_concurrency)
+        return list(await asyncio.gather(*jobs, return_exceptions=True))
 
     @staticmethod
     def _collect(toolset: ToolNode, calls: list[Any], outcomes: list[Any],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,6 +21,20 @@ def gated(
             await run(task)
 
     return [asyncio.ensure_future(one(t)) for t in todo]
+
+
+def bounded(jobs: Sequence[Awaitable[Any]], limit: int | None) -> Sequence[Awaitable[Any]]:
+    """``jobs`` wrapped so that at most ``limit`` of them run at a time once gathered
+    (``None``: no limit, ``jobs`` unchanged); as Haystack's ``tool_concurrency_limit``."""
+    if limit is None or len(jobs) <= limit:
+        return jobs
+    gate = asyncio.Semaphore(limit)
+
+    async def one(job: Awaitable[Any]) -> Any:
+        async with gate:
+            return await job
+
+    return [one(j) for j in jobs]
 
 
 def retrieve(fut: asyncio.Future[Any]) -> None:

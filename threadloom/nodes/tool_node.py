@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from threadloom.engine.concurrency import bounded
 from threadloom.engine.runtime import GraphInterrupt, current_task, scoped_interrupts
 from threadloom.engine.sync import run_sync
 from threadloom.errors import ToolError
@@ -105,9 +106,10 @@ class ToolNode:
         handle_tool_errors: see above.
         messages_key: the state key holding the messages (read and written).
         name: the node's name.
+        max_concurrency: the most calls of one message run at a time (None: all at once).
 
     Raises:
-        ValueError: two tools share a name.
+        ValueError: two tools share a name; ``max_concurrency`` below 1.
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class ToolNode:
         handle_tool_errors: ErrorHandler = True,
         messages_key: str = "messages",
         name: str = "tools",
+        max_concurrency: int | None = None,
     ) -> None:
         self.tools_by_name: dict[str, Tool] = {}
         for item in tools:
@@ -127,6 +130,11 @@ class ToolNode:
         self.handle_tool_errors = handle_tool_errors
         self.messages_key = messages_key
         self.name = name
+        if max_concurrency is not None and (
+                not isinstance(max_concurrency, int) or max_concurrency < 1):
+            raise ValueError(f"ToolNode(max_concurrency={max_concurrency!r}): max_concurrency "
+                             "must be an int greater than or equal to 1, or None")
+        self.max_concurrency = max_concurrency
         self.state_keys: frozenset[str] | None = None  # see state_update_of
 
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
@@ -198,7 +206,8 @@ class ToolNode:
         jobs += [self._answer_invalid(bad, truncated) for bad in invalid]
         if lone:  # nothing to run concurrently: no task, no extra event-loop turn
             return [await jobs[0]]
-        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        outcomes = await asyncio.gather(*bounded(jobs, self.max_concurrency),
+                                        return_exceptions=True)
         interrupts = [o for o in outcomes if isinstance(o, GraphInterrupt)]
         if interrupts:
             raise GraphInterrupt([i for exc in interrupts for i in exc.interrupts])
