@@ -13,27 +13,41 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from threadloom.engine.runtime import GraphInterrupt, current_task, scoped_interrupts
-from threadloom.engine.sync import run_sync
-from threadloom.errors import ToolError
-from threadloom.messages import (
-    AIMessage,
-    BaseMessage,
-    ToolMessage,
-    parse_tool_args,
+from threadloom.engine.runtime import (
+    GraphInterrupt,
+    current_task,
+    get_stream_writer,
+    scoped_interrupts,
+    task_runtime,
 )
+from threadloom.engine.sync import run_sync
+from threadloom.errors import ToolError, ToolException
+from threadloom.messages import AIMessage, ToolMessage, parse_tool_args
 from threadloom.messages.build import construct_complete
+from threadloom.nodes.tool_errors import (
+    ErrorHandler,
+    error_text,
+    invocation_error,
+    own_error_text,
+    unknown_tool_text,
+)
+from threadloom.nodes.tool_outputs import (
+    InputKind,
+    Output,
+    agent_shape,
+    check_command,
+    check_list,
+    combine,
+)
 from threadloom.nodes.truncation import excerpt, looks_truncated, truncated_text
-from threadloom.redact import mask_urls
-from threadloom.tools import Tool, format_tool_output, tool
-from threadloom.tools.markers import state_update_of
+from threadloom.tools import Tool, ToolRuntime, format_tool_output, tool
+from threadloom.tools.markers import MessagesOnlyState, StateInjectionError, state_update_of
 from threadloom.types import END, Command
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
-
-ErrorHandler = bool | str | Callable[[Exception], str] | tuple[type[Exception], ...]
 _RESULT_FIELDS = ("content", "tool_call_id", "name")  # what a plain result sets
 
 
@@ -76,29 +90,33 @@ class ToolNode:
     As LangGraph's ``ToolNode``. The engine calls ``await node(state, config)``; calls run
     concurrently (``asyncio.gather``; sync tools in worker threads, except a lone call
     in a sync ``invoke``/``stream`` run, which runs on the run's own thread: see
-    ``TaskContext.blocking_ok``) and the result is
-    ``{messages_key: [ToolMessage, ...]}`` in call order: first ``tool_calls``, then
-    ``invalid_tool_calls``. When tools return ``Command(update=...)``, the result is a list
-    ``[{messages_key: [...]}, Command(...), ...]`` (the engine applies each item in order):
-    the tool's ``ToolMessage`` for its call is moved into the first item so the order
-    holds; if the update carries none, a success message saying the state was updated is
-    made. ``Command(graph=Command.PARENT)`` is passed through untouched.
+    ``TaskContext.blocking_ok``). Its input is a state (``{messages_key: [...]}`` or an
+    object with that attribute), a list of messages, or a list of tool calls
+    (``{"name", "args", "id", "type": "tool_call"}``). The result is
+    ``{messages_key: [ToolMessage, ...]}`` in call order (first ``tool_calls``, then
+    ``invalid_tool_calls``; a list of messages gives a list); when tools return
+    ``Command``s it is LangGraph's list of items, see ``tool_outputs.combine`` (a tool
+    may return a ``Command`` or a list of ``Command``s and ``ToolMessage``s).
 
-    Error handling (every error message has ``status="error"``):
+    Problems the model caused (every error message has ``status="error"``):
 
-    - unknown tool name: names the tool and lists the available ones (H16);
+    - unknown tool name: LangGraph's text, naming the available tools (H16);
     - arguments that are not valid JSON or not an object: says so, quotes an excerpt and
       gives the expected JSON schema; ``""`` means ``{}`` (H17, H22);
-    - arguments failing validation: names each bad field, with the schema (H17);
+    - arguments failing validation: a ``ToolInvocationError`` naming each bad field
+      (with the schema), answered as ``handle_tool_errors`` says (H17);
     - a message whose ``finish_reason`` is ``"length"``: none of its calls run, each is
       answered "truncated, send again in full"; so is any call whose arguments were cut
       off (H14).
 
-    These always become messages. ``handle_tool_errors`` governs exceptions raised by a
-    tool's own code: ``True`` (default) -> ``"Error: <Type>: <message>"``; ``False`` -> the
-    first exception in call order is re-raised after all calls finished; a ``str`` -> that
-    text; a callable ``exc -> str``; a tuple of exception types -> those are formatted,
-    others re-raised. ``interrupt()`` inside a tool always propagates.
+    ``handle_tool_errors`` (LangGraph's rules, ``tool_errors.error_text``): the default
+    answers invalid arguments and raises a tool's own exceptions; ``True`` answers every
+    exception (``"Error: <repr>"``); ``False`` raises them (the first in call order,
+    after all calls finished); a ``str`` is the text; a callable ``exc -> str`` covers
+    the exception types its first parameter is annotated with; an exception class or a
+    tuple covers those. A tool's own ``handle_tool_error`` answers its
+    ``ToolException``s first. ``interrupt()`` inside a tool always propagates; so do
+    state fields an ``InjectedState`` parameter needs and the state lacks.
 
     Args:
         tools: ``Tool`` objects or plain functions (wrapped with ``@tool``).
@@ -130,31 +148,27 @@ class ToolNode:
         self.state_keys: frozenset[str] | None = None  # see state_update_of
 
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
-        """Run the last AI message's calls; see the class docstring for the result shape."""
-        message = _last_ai(_messages_of(state, self.messages_key))
-        results = await self.run_tool_calls(message, state=state, config=config)
-        messages: list[BaseMessage] = []
-        commands: list[Command] = []
-        for result in results:
-            if isinstance(result, ToolMessage):
-                messages.append(result)
-            else:
-                found, command = result
-                messages.extend(found)
-                commands.append(command)
-        update = {self.messages_key: messages}
-        return [update, *commands] if commands else update
+        """Run the input's calls; see the class docstring for the result shape."""
+        if isinstance(state, list) and state and isinstance(state[-1], dict) and (
+                state[-1].get("type") == "tool_call"):
+            message, kind = AIMessage(content="", tool_calls=state), "tool_calls"
+        else:
+            kind = "list" if isinstance(state, list) else "dict"
+            message = _last_ai(_messages_of(state, self.messages_key))
+            if kind == "list":
+                state = MessagesOnlyState({self.messages_key: state})
+        outputs = await self._outputs(message, state, config, kind)
+        return combine(outputs, kind, self.messages_key)
 
     def invoke(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the calls outside a graph, as LangGraph's ``ToolNode.invoke``: a state
         ``{"messages": [...]}`` gives ``{"messages": [ToolMessage, ...]}``, a list of
         messages gives the list of ``ToolMessage``s."""
-        return run_sync(self.ainvoke(state, config))
+        return run_sync(self(state, config))
 
     async def ainvoke(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Async ``invoke``."""
-        out = await self(state, config)
-        return out[self.messages_key] if isinstance(state, list) and type(out) is dict else out
+        return await self(state, config)
 
     async def run_tool_calls(
         self,
@@ -163,18 +177,28 @@ class ToolNode:
         state: Any = None,
         config: dict[str, Any] | None = None,
         alone: bool = True,
-    ) -> list[ToolMessage | tuple[list[ToolMessage], Command]]:
-        """Answer every call of ``message``, in call order.
+    ) -> list[ToolMessage | tuple[list[ToolMessage], Command | list[Command]]]:
+        """Answer every call of ``message``, in call order (the agent's tool step).
 
-        Each item is a ``ToolMessage``, or ``(tool messages, Command)`` for a tool that
-        returned a ``Command``. Hooks that rewrite or veto calls can build a new
-        ``AIMessage`` and pass it here. Pass ``alone=False`` when ``message`` holds one of
-        several calls run concurrently (so a sync tool goes to a worker thread even in a
-        sync run, and the calls overlap).
+        Each item is a ``ToolMessage``, or ``(tool messages, Command or Commands)`` for
+        a tool that returned ``Command``s (their messages answering the call moved out).
+        Hooks that rewrite or veto calls can build a new ``AIMessage`` and pass it here.
+        Pass ``alone=False`` when ``message`` holds one of several calls run
+        concurrently (so a sync tool goes to a worker thread even in a sync run).
 
         Raises:
             Exception: a tool's exception, when ``handle_tool_errors`` does not cover it.
         """
+        outputs = await self._outputs(message, state, config, "dict", alone)
+        return [o if type(o) is ToolMessage else agent_shape(o, self._splitter(c))
+                for o, c in zip(outputs, [*message.tool_calls, *message.invalid_tool_calls],
+                                strict=True)]
+
+    def _splitter(self, call: Mapping[str, Any]) -> Callable[[Command], Any]:
+        return lambda command: self._split_command(command, call.get("id") or "")
+
+    async def _outputs(self, message: AIMessage, state: Any, config: dict[str, Any] | None,
+                       kind: InputKind, alone: bool = True) -> list[Output]:
         task = current_task()
         if config is None:
             config = task.config if task is not None else {}
@@ -189,12 +213,13 @@ class ToolNode:
         calls = message.tool_calls
         lone = len(calls) + len(invalid) == 1
         inline = alone and lone and task is not None and task.blocking_ok
+        run = _Run(state, config, task_id, inline, kind)
         if lone and calls:  # the loop below for one call: no list, no extra event-loop turn
-            return [await self._answer(calls[0], truncated, state, config, task_id, inline)]
+            return [await self._answer(calls[0], truncated, run)]
         # the calls are only read, never kept; each call's interrupt() ids come from its
         # call id, not from which call got there first, so a resume map answers each (H05)
         jobs = [scoped_interrupts(str(call.get("id") or i), self._answer(
-            call, truncated, state, config, task_id, inline)) for i, call in enumerate(calls)]
+            call, truncated, run)) for i, call in enumerate(calls)]
         jobs += [self._answer_invalid(bad, truncated) for bad in invalid]
         if lone:  # nothing to run concurrently: no task, no extra event-loop turn
             return [await jobs[0]]
@@ -217,15 +242,7 @@ class ToolNode:
         problem = problem or call.get("error") or "the call could not be parsed"
         return self._bad_args(call_id, name, f"{problem}; got: {excerpt(raw)}")
 
-    async def _answer(
-        self,
-        call: Mapping[str, Any],
-        truncated: bool,
-        state: Any,
-        config: dict[str, Any],
-        task_id: str | None,
-        inline: bool = False,
-    ) -> ToolMessage | tuple[list[ToolMessage], Command]:
+    async def _answer(self, call: Mapping[str, Any], truncated: bool, run: _Run) -> Output:
         call_id, name = call.get("id") or "", call.get("name") or ""
         if truncated:
             return _error(call_id, name, truncated_text(name, None))
@@ -233,6 +250,7 @@ class ToolNode:
         if selected is None:
             return self._unknown(call_id, name)
         raw = call.get("args")
+        inline = run.inline
         if (inline and selected.coroutine is None and selected.func is not None
                 and type(selected) is Tool):
             # A lone sync call of a plain Tool with plain arguments (see
@@ -243,37 +261,60 @@ class ToolNode:
                 try:
                     value = selected.func(**kwargs)  # type: ignore[misc]
                 except Exception as exc:
-                    return _error(call_id, name, self._format_exception(exc))
-                return self._to_result(value, call_id, name)
+                    return self._failed(exc, selected, call_id, name)
+                return self._to_result(value, call_id, name, run.kind)
         args, problem = parse_tool_args(raw)
         if args is None:
             return self._bad_args(call_id, name, f"{problem}; got: {excerpt(call.get('args'))}")
         try:
-            validated = selected.parse_args(args)
-        except ToolError as exc:
-            return self._bad_args(call_id, name, str(exc))
-        try:
-            key = idempotency_key(config, call_id, task_id) if (
+            try:
+                validated = selected.parse_args(args)
+            except ToolError as exc:
+                raise invocation_error(name, args, exc, selected.json_schema()) from exc
+            state, config = run.state, run.config
+            key = idempotency_key(config, call_id, run.task_id) if (
                 selected.takes_injections) else None  # only injections read it
+            runtime = self._tool_runtime(state, config, call_id) if (
+                selected.takes_runtime) else None
             if inline and selected.coroutine is None and (  # arun_validated's inline case
                     type(selected).arun_validated is Tool.arun_validated):
                 value = selected.run_inline(validated, state=state, tool_call_id=call_id,
-                                            config=config, idempotency_key=key)
+                                            config=config, idempotency_key=key,
+                                            runtime=runtime)
             else:
                 value = await selected.arun_validated(
                     validated, state=state, tool_call_id=call_id, config=config,
-                    idempotency_key=key, inline=inline)
+                    idempotency_key=key, inline=inline, runtime=runtime)
+            return self._to_result(value, call_id, name, run.kind)
+        except StateInjectionError:
+            raise
         except Exception as exc:
-            return _error(call_id, name, self._format_exception(exc))
-        return self._to_result(value, call_id, name)
+            return self._failed(exc, selected, call_id, name)
+
+    def _tool_runtime(self, state: Any, config: dict[str, Any], call_id: str) -> ToolRuntime[
+            Any, Any]:
+        """The ``ToolRuntime`` of one call: the running task's ``Runtime``, else the one a
+        caller put in ``config["configurable"]["__pregel_runtime"]`` (as LangGraph reads
+        it when a ``ToolNode`` is invoked by hand), else an empty one."""
+        task = current_task()
+        base: Any = task_runtime(task, get_stream_writer()) if task is not None else (
+            (config.get("configurable") or {}).get("__pregel_runtime"))
+        return ToolRuntime(
+            state=state, context=getattr(base, "context", None), config=config,
+            stream_writer=getattr(base, "stream_writer", None) or (lambda _: None),
+            tool_call_id=call_id, store=getattr(base, "store", None),
+            tools=list(self.tools_by_name.values()),
+            execution_info=getattr(base, "execution_info", None),
+            server_info=getattr(base, "server_info", None))
+
+    def _failed(self, exc: Exception, selected: Tool, call_id: str, name: str) -> ToolMessage:
+        own = getattr(selected, "handle_tool_error", None)
+        if own and isinstance(exc, ToolException):
+            return _error(call_id, name, own_error_text(exc, own))
+        return _error(call_id, name, error_text(exc, self.handle_tool_errors))
 
     def _unknown(self, call_id: str, name: str) -> ToolMessage:
-        available = ", ".join(sorted(self.tools_by_name)) or "(none)"
-        text = (
-            f"Error: {name!r} is not a valid tool, so nothing was run. "
-            f"Available tools: {available}. Call one of these instead."
-        )
-        return _error(call_id, name, text)
+        return _error(call_id, name, unknown_tool_text(name, list(self.tools_by_name)))
 
     def _bad_args(self, call_id: str, name: str, problem: str) -> ToolMessage:
         schema = json.dumps(self.tools_by_name[name].json_schema(), ensure_ascii=False)
@@ -283,31 +324,19 @@ class ToolNode:
         )
         return _error(call_id, name, text)
 
-    def _format_exception(self, exc: Exception) -> str:
-        handler = self.handle_tool_errors
-        if handler is False:
-            raise exc
-        if isinstance(handler, tuple) and not isinstance(exc, handler):
-            raise exc
-        if isinstance(handler, str):
-            return handler
-        if callable(handler):
-            return str(handler(exc))
-        # The text goes to the model and into the state: no known credential in clear.
-        return mask_urls(f"Error: the tool raised {type(exc).__name__}: {exc}")
-
-    def _to_result(
-        self, value: Any, call_id: str, name: str
-    ) -> ToolMessage | tuple[list[ToolMessage], Command]:
+    def _to_result(self, value: Any, call_id: str, name: str, kind: InputKind) -> Output:
         if isinstance(value, ToolMessage):
             fill = {"tool_call_id": value.tool_call_id or call_id, "name": value.name or name}
             return value.model_copy(update=fill)
         if isinstance(value, Command):
-            return self._split_command(value, call_id, name)
+            return check_command(value, call_id, name, self.messages_key, kind)
+        if isinstance(value, list) and value and all(
+                isinstance(v, Command | ToolMessage) for v in value):
+            return check_list(value, call_id, name, self.messages_key, kind)
         if self.state_keys is not None and type(value) is dict:
             command = state_update_of(value, self.tools_by_name.get(name), self.state_keys)
             if command is not None:
-                return self._split_command(command, call_id, name)
+                return check_command(command, call_id, name, self.messages_key, kind)
         if isinstance(value, list) and _is_blocks(value):
             return ToolMessage(content=value, tool_call_id=call_id, name=name)
         text = format_tool_output(value)
@@ -318,9 +347,10 @@ class ToolNode:
                 "status": "success", "artifact": None}, _RESULT_FIELDS)
         return ToolMessage(content=text, tool_call_id=call_id, name=name)
 
-    def _split_command(
-        self, command: Command, call_id: str, name: str
-    ) -> tuple[list[ToolMessage], Command]:
+    def _split_command(self, command: Command, call_id: str
+                       ) -> tuple[list[ToolMessage], Command]:
+        """``command``'s messages answering ``call_id`` moved out of its update (the
+        agent keeps its messages in call order); a parent ``Command`` is left whole."""
         if command.graph == Command.PARENT:
             return [], command
         update = command.update
@@ -333,11 +363,18 @@ class ToolNode:
             update = {**update, self.messages_key: rest} if rest else {
                 k: v for k, v in update.items() if k != self.messages_key
             }
-        if not found:
-            keys = ", ".join(sorted(update)) if isinstance(update, dict) else "none"
-            text = f"Tool {name!r} updated the state (keys: {keys})."
-            found = [ToolMessage(content=text, tool_call_id=call_id, name=name)]
         return found, Command(update=update or None, goto=command.goto, graph=command.graph)
+
+
+@dataclass(slots=True)
+class _Run:
+    """What every call of one ``ToolNode`` step shares."""
+
+    state: Any
+    config: dict[str, Any]
+    task_id: str | None
+    inline: bool
+    kind: InputKind
 
 
 def _is_blocks(value: list[Any]) -> bool:

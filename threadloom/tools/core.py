@@ -17,12 +17,14 @@ from pydantic import BaseModel, ValidationError
 
 from threadloom.errors import ToolError
 from threadloom.tools.markers import (
+    ABSENT,
     InjectedLiveState,
     _injected_value,
     _pack,
     live_state_writes,
 )
 from threadloom.tools.output import format_tool_output
+from threadloom.tools.runtime import ToolRuntime
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 from threadloom.workers import to_worker
 
@@ -67,6 +69,10 @@ class Tool:
         )
         self._schema: dict[str, Any] | None = None
         self._live = [p for p, m in self._injected.items() if isinstance(m, InjectedLiveState)]
+        params = inspect.signature(impl).parameters
+        self._optional_injected = frozenset(  # a missing state field leaves their default
+            p for p in self._injected if p in params
+            and params[p].default is not inspect.Parameter.empty)
         # (the model it was made for, (parameter, exact type) per field) or None
         self._plain: _PlainPlan | None = (
             _plain_fields(self.args_model, self._field_names)
@@ -163,15 +169,25 @@ class Tool:
 
     def _kwargs(self, validated: BaseModel, injections: dict[str, Any]) -> dict[str, Any]:
         kwargs = {p: getattr(validated, f) for p, f in self._field_names.items()}
+        optional = self._optional_injected
         for pname, marker in self._injected.items():
-            kwargs[pname] = _injected_value(marker, injections)
+            injections["lenient"] = pname in optional
+            value = _injected_value(marker, injections)
+            if value is not ABSENT:
+                kwargs[pname] = value
         return kwargs
 
     def _call_kwargs(self, validated: BaseModel, state: Any, tool_call_id: Any, config: Any,
-                     idempotency_key: Any) -> dict[str, Any]:
+                     idempotency_key: Any, runtime: Any = None) -> dict[str, Any]:
         if not self._injected:
             return {p: getattr(validated, f) for p, f in self._field_names.items()}
-        return self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
+        return self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key,
+                                             runtime))
+
+    @property
+    def takes_runtime(self) -> bool:
+        """Whether a parameter is typed ``ToolRuntime`` (``tools.runtime``)."""
+        return any(m is ToolRuntime for m in self._injected.values())
 
     def invoke(
         self,
@@ -181,6 +197,7 @@ class Tool:
         tool_call_id: str | None = None,
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        runtime: Any = None,
     ) -> Any:
         """Validate ``args`` and run the tool; returns what the function returned.
 
@@ -190,6 +207,8 @@ class Tool:
             tool_call_id: for ``InjectedToolCallId`` parameters.
             config: for ``InjectedConfig`` / ``config`` parameters (default ``{}``).
             idempotency_key: for ``InjectedIdempotencyKey`` (default: ``tool_call_id``).
+            runtime: the ``ToolRuntime`` for a ``ToolRuntime`` parameter (default: one
+                holding ``state``, ``tool_call_id`` and ``config``).
 
         An async-only tool is run with ``asyncio.run`` (not allowed inside a running loop:
         use ``ainvoke`` there).
@@ -200,7 +219,8 @@ class Tool:
             Exception: whatever the tool itself raises, unchanged.
         """
         validated = self.parse_args(args)
-        kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
+        kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key,
+                                               runtime))
         if self.func is not None:
             result = self.func(**kwargs)
             return self._writes(result, kwargs, state, tool_call_id) if self._live else result
@@ -218,6 +238,7 @@ class Tool:
         tool_call_id: str | None = None,
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        runtime: Any = None,
     ) -> Any:
         """Async twin of ``invoke`` (same arguments); a sync function runs in a worker thread."""
         validated = self.parse_args(args)
@@ -227,6 +248,7 @@ class Tool:
             tool_call_id=tool_call_id,
             config=config,
             idempotency_key=idempotency_key,
+            runtime=runtime,
         )
 
     async def arun_validated(
@@ -238,6 +260,7 @@ class Tool:
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         inline: bool = False,
+        runtime: Any = None,
     ) -> Any:
         """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``).
 
@@ -248,7 +271,8 @@ class Tool:
         ``ToolNode`` does for a lone call in a step the engine marks ``blocking_ok``
         (a sync ``invoke``/``stream`` run, see ``threadloom.engine.runtime.TaskContext``).
         """
-        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
+        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key,
+                                   runtime)
         if self.coroutine is not None:
             result = await self.coroutine(**kwargs)
         elif inline:
@@ -259,7 +283,7 @@ class Tool:
 
     def run_inline(self, validated: BaseModel, *, state: Any = None,
                    tool_call_id: str | None = None, config: dict[str, Any] | None = None,
-                   idempotency_key: str | None = None) -> Any:
+                   idempotency_key: str | None = None, runtime: Any = None) -> Any:
         """``arun_validated(..., inline=True)`` of a sync tool, called without awaiting.
 
         Raises:
@@ -267,7 +291,8 @@ class Tool:
         """
         if self.func is None:
             raise TypeError(f"tool {self.name!r} is async-only; use arun_validated")
-        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
+        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key,
+                                   runtime)
         result = self.func(**kwargs)
         return self._writes(result, kwargs, state, tool_call_id) if self._live else result
 
