@@ -140,5 +140,5 @@ def own_error_text(exc: ToolException, flag: Any) -> str:
     return str(exc.args[0]) if exc.args else "Tool execution error"
 
 
-__all__ = ["TOOL_CALL_ERROR_TEMPLATE", "ErrorHandler", "default_handler", "error_text", "handled_types",
-           "invocation_error", "own_error_text", "unknown_tool_text"]
+__all__ = ["TOOL_CALL_ERROR_TEMPLATE", "ErrorHandler", "default_handler", "error_text",
+           "handled_types", "invocation_error", "own_error_text", "unknown_tool_text"]

@@ -16,17 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.engine.runtime import (
-    GraphInterrupt,
-    current_task,
-    get_stream_writer,
-    scoped_interrupts,
-    task_runtime,
-)
+from threadloom.engine.runtime import GraphInterrupt, current_task, scoped_interrupts
 from threadloom.engine.sync import run_sync
 from threadloom.errors import ToolError, ToolException
 from threadloom.messages import AIMessage, ToolMessage, parse_tool_args
-from threadloom.messages.build import construct_complete
+from threadloom.nodes.tool_context import call_runtime, idempotency_key
 from threadloom.nodes.tool_errors import (
     ErrorHandler,
     error_text,
@@ -39,16 +33,17 @@ from threadloom.nodes.tool_outputs import (
     Output,
     agent_shape,
     check_command,
-    check_list,
     combine,
+    to_output,
 )
+from threadloom.nodes.tool_request import ToolCallRequest
 from threadloom.nodes.truncation import excerpt, looks_truncated, truncated_text
-from threadloom.tools import Tool, ToolRuntime, format_tool_output, tool
-from threadloom.tools.markers import MessagesOnlyState, StateInjectionError, state_update_of
+from threadloom.tools import Tool, tool
+from threadloom.tools.markers import MessagesOnlyState, StateInjectionError
 from threadloom.types import END, Command
+from threadloom.workers import to_worker
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
-_RESULT_FIELDS = ("content", "tool_call_id", "name")  # what a plain result sets
 
 
 def _messages_of(state: Any, key: str) -> list[Any]:
@@ -123,6 +118,11 @@ class ToolNode:
         handle_tool_errors: see above.
         messages_key: the state key holding the messages (read and written).
         name: the node's name.
+        wrap_tool_call: ``(request, execute) -> result`` around each call, as LangGraph's:
+            ``request`` a ``ToolCallRequest`` (its ``runtime`` the call's ``ToolRuntime``;
+            ``request.override(tool=...)`` may run a tool the node was not given),
+            ``execute(request)`` runs it and returns its ``ToolMessage``/``Command``.
+        awrap_tool_call: the async twin (``await execute(request)``); preferred when both.
 
     Raises:
         ValueError: two tools share a name.
@@ -135,6 +135,10 @@ class ToolNode:
         handle_tool_errors: ErrorHandler = True,
         messages_key: str = "messages",
         name: str = "tools",
+        wrap_tool_call: Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
+        | None = None,
+        awrap_tool_call: Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
+        | None = None,
     ) -> None:
         self.tools_by_name: dict[str, Tool] = {}
         for item in tools:
@@ -146,6 +150,8 @@ class ToolNode:
         self.messages_key = messages_key
         self.name = name
         self.state_keys: frozenset[str] | None = None  # see state_update_of
+        self.wrap_tool_call = wrap_tool_call
+        self.awrap_tool_call = awrap_tool_call
 
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the input's calls; see the class docstring for the result shape."""
@@ -246,7 +252,39 @@ class ToolNode:
         call_id, name = call.get("id") or "", call.get("name") or ""
         if truncated:
             return _error(call_id, name, truncated_text(name, None))
-        selected = self.tools_by_name.get(name)
+        if self.wrap_tool_call is not None or self.awrap_tool_call is not None:
+            return await self._wrapped(call, run)
+        return await self._execute(call, self.tools_by_name.get(name), run)
+
+    async def _wrapped(self, call: Mapping[str, Any], run: _Run) -> Output:
+        """One call through ``awrap_tool_call`` (or ``wrap_tool_call``, run on a worker
+        thread, its ``execute`` waiting for the call to run on this loop)."""
+        call_id = call.get("id") or ""
+        runtime = call_runtime(self.tools_by_name, run.state, run.config, call_id)
+        request = ToolCallRequest(tool_call=dict(call), tool=self.tools_by_name.get(
+            call.get("name") or ""), state=run.state, config=run.config, runtime=runtime)
+
+        async def execute(req: ToolCallRequest) -> Output:
+            again = _Run(req.state, req.config, run.task_id, False, run.kind, req.runtime)
+            return await self._execute(req.tool_call, req.tool, again)
+
+        if self.awrap_tool_call is not None:
+            result = await self.awrap_tool_call(request, execute)
+        else:
+            loop = asyncio.get_running_loop()
+
+            def execute_sync(req: ToolCallRequest) -> Output:
+                return asyncio.run_coroutine_threadsafe(execute(req), loop).result()
+
+            result = await to_worker(self.wrap_tool_call, request, execute_sync)  # type: ignore[arg-type]
+        if isinstance(result, Command):
+            return check_command(result, call_id, call.get("name") or "", self.messages_key,
+                                 run.kind)
+        return result  # type: ignore[no-any-return]
+
+    async def _execute(self, call: Mapping[str, Any], selected: Tool | None,
+                       run: _Run) -> Output:
+        call_id, name = call.get("id") or "", call.get("name") or ""
         if selected is None:
             return self._unknown(call_id, name)
         raw = call.get("args")
@@ -274,8 +312,9 @@ class ToolNode:
             state, config = run.state, run.config
             key = idempotency_key(config, call_id, run.task_id) if (
                 selected.takes_injections) else None  # only injections read it
-            runtime = self._tool_runtime(state, config, call_id) if (
-                selected.takes_runtime) else None
+            runtime = run.runtime if run.runtime is not None and (
+                run.runtime.tool_call_id == call_id) else call_runtime(
+                self.tools_by_name, state, config, call_id) if selected.takes_runtime else None
             if inline and selected.coroutine is None and (  # arun_validated's inline case
                     type(selected).arun_validated is Tool.arun_validated):
                 value = selected.run_inline(validated, state=state, tool_call_id=call_id,
@@ -290,22 +329,6 @@ class ToolNode:
             raise
         except Exception as exc:
             return self._failed(exc, selected, call_id, name)
-
-    def _tool_runtime(self, state: Any, config: dict[str, Any], call_id: str) -> ToolRuntime[
-            Any, Any]:
-        """The ``ToolRuntime`` of one call: the running task's ``Runtime``, else the one a
-        caller put in ``config["configurable"]["__pregel_runtime"]`` (as LangGraph reads
-        it when a ``ToolNode`` is invoked by hand), else an empty one."""
-        task = current_task()
-        base: Any = task_runtime(task, get_stream_writer()) if task is not None else (
-            (config.get("configurable") or {}).get("__pregel_runtime"))
-        return ToolRuntime(
-            state=state, context=getattr(base, "context", None), config=config,
-            stream_writer=getattr(base, "stream_writer", None) or (lambda _: None),
-            tool_call_id=call_id, store=getattr(base, "store", None),
-            tools=list(self.tools_by_name.values()),
-            execution_info=getattr(base, "execution_info", None),
-            server_info=getattr(base, "server_info", None))
 
     def _failed(self, exc: Exception, selected: Tool, call_id: str, name: str) -> ToolMessage:
         own = getattr(selected, "handle_tool_error", None)
@@ -325,27 +348,8 @@ class ToolNode:
         return _error(call_id, name, text)
 
     def _to_result(self, value: Any, call_id: str, name: str, kind: InputKind) -> Output:
-        if isinstance(value, ToolMessage):
-            fill = {"tool_call_id": value.tool_call_id or call_id, "name": value.name or name}
-            return value.model_copy(update=fill)
-        if isinstance(value, Command):
-            return check_command(value, call_id, name, self.messages_key, kind)
-        if isinstance(value, list) and value and all(
-                isinstance(v, Command | ToolMessage) for v in value):
-            return check_list(value, call_id, name, self.messages_key, kind)
-        if self.state_keys is not None and type(value) is dict:
-            command = state_update_of(value, self.tools_by_name.get(name), self.state_keys)
-            if command is not None:
-                return check_command(command, call_id, name, self.messages_key, kind)
-        if isinstance(value, list) and _is_blocks(value):
-            return ToolMessage(content=value, tool_call_id=call_id, name=name)
-        text = format_tool_output(value)
-        if type(call_id) is str and type(name) is str:  # all in shape: skip re-validation
-            return construct_complete(ToolMessage, {  # every field, in declaration order
-                "content": text, "id": None, "name": name, "additional_kwargs": {},
-                "response_metadata": {}, "type": "tool", "tool_call_id": call_id,
-                "status": "success", "artifact": None}, _RESULT_FIELDS)
-        return ToolMessage(content=text, tool_call_id=call_id, name=name)
+        return to_output(value, call_id, name, kind, self.messages_key, self.state_keys,
+                         self.tools_by_name.get(name))
 
     def _split_command(self, command: Command, call_id: str
                        ) -> tuple[list[ToolMessage], Command]:
@@ -375,32 +379,8 @@ class _Run:
     task_id: str | None
     inline: bool
     kind: InputKind
-
-
-def _is_blocks(value: list[Any]) -> bool:
-    """Whether a list is OpenAI content parts (``[{"type": "text", ...}, ...]``)."""
-    return bool(value) and all(isinstance(v, dict) and "type" in v for v in value)
+    runtime: Any = None  # the ToolRuntime a wrap_tool_call request carried
 
 
 def _error(call_id: str, name: str, text: str) -> ToolMessage:
     return ToolMessage(content=text, tool_call_id=call_id, name=name or None, status="error")
-
-
-def idempotency_key(
-    config: dict[str, Any] | None, tool_call_id: str, task_id: str | None = None
-) -> str:
-    """A key stable across re-runs of the same call: ``thread:[ns:]task:call``.
-
-    The engine's task id is derived from the checkpoint the step started from, so a step
-    run again after a crash or a pause gets the same one, whether the run started from
-    the thread's head or from an explicit ``checkpoint_id`` (a fork). Without a task id
-    (a tool node called outside a run), the config's ``checkpoint_id`` stands in; without
-    a thread, the tool call id alone.
-    """
-    configurable = (config or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None:
-        return tool_call_id
-    step = task_id or configurable.get("checkpoint_id") or ""
-    parts = [str(thread_id), configurable.get("checkpoint_ns") or "", step, tool_call_id]
-    return ":".join(p for p in parts if p)

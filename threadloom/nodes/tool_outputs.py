@@ -17,11 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from threadloom.messages import REMOVE_ALL_MESSAGES, BaseMessage, RemoveMessage, ToolMessage
+from threadloom.messages.build import construct_complete
+from threadloom.tools import format_tool_output
+from threadloom.tools.markers import state_update_of
 from threadloom.types import Command, Send
 
 InputKind = Literal["dict", "list", "tool_calls"]
 Output = ToolMessage | Command | list[ToolMessage | Command]
-__all__ = ["InputKind", "Output", "agent_shape", "check_command", "check_list", "combine"]
+__all__ = ["InputKind", "Output", "agent_shape", "check_command", "check_list", "combine",
+           "to_output"]
 
 
 def _removes_all(messages: Sequence[Any]) -> bool:
@@ -136,6 +140,47 @@ def combine(outputs: Sequence[Output], kind: InputKind, key: str) -> Any:
     if sends:
         items.append(Command(graph=Command.PARENT, goto=sends))
     return items
+
+
+def to_output(value: Any, call_id: str, name: str, kind: InputKind, key: str,
+              state_keys: frozenset[str] | None, selected: Any) -> Output:
+    """What a tool returned as the node hands it on: a ``ToolMessage`` (its call's id
+    and name filled in), a checked ``Command`` or list, the agent's state update
+    (``state_update_of``, when ``state_keys`` is given), content blocks as a message's
+    content, anything else as ``format_tool_output`` text.
+
+    Raises:
+        ValueError: a ``Command`` or a list that ``check_command``/``check_list`` refuse.
+    """
+    if isinstance(value, ToolMessage):
+        fill = {"tool_call_id": value.tool_call_id or call_id, "name": value.name or name}
+        return value.model_copy(update=fill)
+    if isinstance(value, Command):
+        return check_command(value, call_id, name, key, kind)
+    if isinstance(value, list) and value and all(
+            isinstance(v, Command | ToolMessage) for v in value):
+        return check_list(value, call_id, name, key, kind)
+    if state_keys is not None and type(value) is dict:
+        command = state_update_of(value, selected, state_keys)
+        if command is not None:
+            return check_command(command, call_id, name, key, kind)
+    if isinstance(value, list) and _is_blocks(value):
+        return ToolMessage(content=value, tool_call_id=call_id, name=name)
+    text = format_tool_output(value)
+    if type(call_id) is str and type(name) is str:  # all in shape: skip re-validation
+        return construct_complete(ToolMessage, {  # every field, in declaration order
+            "content": text, "id": None, "name": name, "additional_kwargs": {},
+            "response_metadata": {}, "type": "tool", "tool_call_id": call_id,
+            "status": "success", "artifact": None}, _RESULT_FIELDS)
+    return ToolMessage(content=text, tool_call_id=call_id, name=name)
+
+
+def _is_blocks(value: list[Any]) -> bool:
+    """Whether a list is OpenAI content parts (``[{"type": "text", ...}, ...]``)."""
+    return bool(value) and all(isinstance(v, dict) and "type" in v for v in value)
+
+
+_RESULT_FIELDS = ("content", "tool_call_id", "name")  # what a plain result sets
 
 
 def agent_shape(output: Output, split: Callable[[Command], tuple[list[ToolMessage], Command]]

@@ -8,7 +8,8 @@ arguments the model must send) and an OpenAI ``parameters`` JSON schema, as Lang
 
 Parameters marked ``InjectedState``, ``InjectedToolCallId``, ``InjectedConfig`` (or simply
 named ``config``), ``InjectedIdempotencyKey``, and parameters typed ``ToolRuntime`` are
-filled by the engine, are absent from the schema, and cannot be set by the model: arguments of those names are dropped.
+filled by the engine, are absent from the schema, and cannot be set by the model:
+arguments of those names are dropped.
 
 This package only re-exports; the code lives in ``markers`` (injected arguments),
 ``schema`` (signature and docstring -> argument model -> JSON schema) and ``core``

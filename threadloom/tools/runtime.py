@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
-ContextT = TypeVar("ContextT")
-StateT = TypeVar("StateT")
+from typing_extensions import TypeVar
+
+ContextT = TypeVar("ContextT", default=None)
+StateT = TypeVar("StateT", default=dict[str, Any])
 
 
 def _no_op_writer(chunk: Any) -> None:
