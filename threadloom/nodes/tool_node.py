@@ -155,6 +155,7 @@ class ToolNode:
 
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the input's calls; see the class docstring for the result shape."""
+        kind: InputKind
         if isinstance(state, list) and state and isinstance(state[-1], dict) and (
                 state[-1].get("type") == "tool_call"):
             message, kind = AIMessage(content="", tool_calls=state), "tool_calls"

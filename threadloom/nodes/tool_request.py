@@ -4,6 +4,7 @@ and LangGraph's ``ToolCallRequest``), for ``ToolNode`` and the agent's middlewar
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,19 @@ class ToolCallRequest:
     def override(self, **changes: Any) -> ToolCallRequest:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set a field; once built, with a ``DeprecationWarning`` (as LangGraph's): a
+        wrapper should pass ``request.override(...)`` on instead of changing it."""
+        try:
+            object.__getattribute__(self, name)
+        except AttributeError:  # being built
+            pass
+        else:
+            warnings.warn(
+                f"Setting ToolCallRequest.{name} directly is deprecated; use "
+                f"request.override({name}=...) instead", DeprecationWarning, stacklevel=2)
+        object.__setattr__(self, name, value)
 
 
 __all__ = ["ToolCallRequest"]

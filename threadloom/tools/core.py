@@ -21,9 +21,11 @@ from threadloom.tools.markers import (
     InjectedLiveState,
     _injected_value,
     _pack,
+    is_caller_arg,
     live_state_writes,
 )
 from threadloom.tools.output import format_tool_output
+from threadloom.tools.plain import _MISSING, _plain_fields, _PlainPlan
 from threadloom.tools.runtime import ToolRuntime
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 from threadloom.workers import to_worker
@@ -171,6 +173,11 @@ class Tool:
         kwargs = {p: getattr(validated, f) for p, f in self._field_names.items()}
         optional = self._optional_injected
         for pname, marker in self._injected.items():
+            if is_caller_arg(marker):  # only a direct caller's args hold it
+                given = injections.get("given") or {}
+                if pname in given:
+                    kwargs[pname] = given[pname]
+                continue
             injections["lenient"] = pname in optional
             value = _injected_value(marker, injections)
             if value is not ABSENT:
@@ -178,11 +185,13 @@ class Tool:
         return kwargs
 
     def _call_kwargs(self, validated: BaseModel, state: Any, tool_call_id: Any, config: Any,
-                     idempotency_key: Any, runtime: Any = None) -> dict[str, Any]:
+                     idempotency_key: Any, runtime: Any = None,
+                     given: Any = None) -> dict[str, Any]:
         if not self._injected:
             return {p: getattr(validated, f) for p, f in self._field_names.items()}
-        return self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key,
-                                             runtime))
+        injections = _pack(state, tool_call_id, config, idempotency_key, runtime)
+        injections["given"] = given
+        return self._kwargs(validated, injections)
 
     @property
     def takes_runtime(self) -> bool:
@@ -219,8 +228,9 @@ class Tool:
             Exception: whatever the tool itself raises, unchanged.
         """
         validated = self.parse_args(args)
-        kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key,
-                                               runtime))
+        injections = _pack(state, tool_call_id, config, idempotency_key, runtime)
+        injections["given"] = args
+        kwargs = self._kwargs(validated, injections)
         if self.func is not None:
             result = self.func(**kwargs)
             return self._writes(result, kwargs, state, tool_call_id) if self._live else result
@@ -249,6 +259,7 @@ class Tool:
             config=config,
             idempotency_key=idempotency_key,
             runtime=runtime,
+            _given=args,
         )
 
     async def arun_validated(
@@ -261,6 +272,7 @@ class Tool:
         idempotency_key: str | None = None,
         inline: bool = False,
         runtime: Any = None,
+        _given: Any = None,
     ) -> Any:
         """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``).
 
@@ -272,7 +284,7 @@ class Tool:
         (a sync ``invoke``/``stream`` run, see ``threadloom.engine.runtime.TaskContext``).
         """
         kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key,
-                                   runtime)
+                                   runtime, _given)  # _given: ainvoke's args (caller args)
         if self.coroutine is not None:
             result = await self.coroutine(**kwargs)
         elif inline:
@@ -310,34 +322,6 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, return_direct={self.return_direct})"
-
-
-_MISSING: Any = object()
-_PLAIN_TYPES = (int, str, bool, float)
-_PlainPlan = tuple[type[BaseModel], tuple[tuple[str, type], ...]]
-
-
-def _plain_fields(model: type[BaseModel], field_names: dict[str, str]) -> _PlainPlan | None:
-    """The plan of ``Tool.plain_kwargs`` for an argument model built from a signature:
-    ``(model, ((parameter, type), ...))`` when every field is a required, unconstrained,
-    unaliased ``int``/``str``/``bool``/``float`` named as its parameter; else None."""
-    if model.model_config.get("strict") or any(
-            getattr(model.__pydantic_decorators__, kind)
-            for kind in ("validators", "field_validators", "root_validators",
-                         "model_validators")):
-        return None
-    plan: list[tuple[str, type]] = []
-    fields = model.model_fields
-    for pname, fname in field_names.items():
-        info = fields.get(fname)
-        if (info is None or fname != pname or info.annotation not in _PLAIN_TYPES
-                or info.metadata or not info.is_required() or info.alias is not None
-                or info.validation_alias is not None):
-            return None
-        plan.append((pname, info.annotation))  # type: ignore[arg-type]
-    if len(plan) != len(fields):
-        return None
-    return model, tuple(plan)
 
 
 def _make_tool(

@@ -71,7 +71,22 @@ class InjectedLiveState:
         return f"InjectedLiveState({self.cls.__name__})"
 
 
-_MARKERS = (InjectedState, InjectedToolCallId, InjectedConfig, InjectedIdempotencyKey)
+class InjectedToolArg:
+    """Marks a parameter the caller supplies and the model never sees (LangChain's
+    ``InjectedToolArg``; subclass it for markers of your own): ``tool.invoke(args)``
+    passes it from ``args``; a ``ToolNode`` drops what the model sent for it, so the
+    tool gets its default (a required one is missing: the call fails).
+    """
+
+
+_MARKERS = (InjectedState, InjectedToolCallId, InjectedConfig, InjectedIdempotencyKey,
+            InjectedToolArg)
+
+
+def is_caller_arg(marker: Any) -> bool:
+    """Whether a marker is an ``InjectedToolArg`` (its class, a subclass or an instance)."""
+    return isinstance(marker, InjectedToolArg) or (
+        isinstance(marker, type) and issubclass(marker, InjectedToolArg))
 
 
 def _live_state_class(annotation: Any) -> Any:
@@ -90,7 +105,8 @@ def _injection(name: str, annotation: Any) -> Any:
     for item in candidates:
         if is_tool_runtime(item):
             return ToolRuntime
-        if any(item is marker for marker in _MARKERS) or isinstance(item, _MARKERS):
+        if any(item is marker for marker in _MARKERS) or isinstance(item, _MARKERS) or (
+                isinstance(item, type) and issubclass(item, InjectedToolArg)):
             return item
         if getattr(item, "__name__", "") == "RunnableConfig":
             return InjectedConfig
@@ -211,7 +227,7 @@ def state_update_of(value: dict[Any, Any], selected: Any,
 
 __all__ = [
     "InjectedConfig", "InjectedIdempotencyKey", "InjectedLiveState", "InjectedState",
-    "InjectedToolCallId", "MessagesOnlyState", "MissingStateAttribute", "MissingStateKey",
-    "StateInjectionError", "StateShapeError",
+    "InjectedToolArg", "InjectedToolCallId", "MessagesOnlyState", "MissingStateAttribute",
+    "MissingStateKey", "StateInjectionError", "StateShapeError",
     "state_update_of",
 ]
