@@ -20,6 +20,7 @@ from threadloom.engine.graph_api import GraphApi, merge_bound_config
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
+from threadloom.engine.readers import narrow_branches, narrow_nodes
 from threadloom.engine.replay import root_config
 from threadloom.engine.routing import edge_index
 from threadloom.engine.runtime_info import RunControl, coerce_context
@@ -98,6 +99,9 @@ class CompiledGraph(ThreadState, GraphApi):
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))
+        self.nodes = narrow_nodes(self.nodes, self.state_keys, self.specs, self.build_state)
+        self.branches = narrow_branches(self.branches, self.nodes, self.state_keys,
+                                        self.specs, self.build_state)
         self.successors, self.join_index = edge_index(builder)
         self._register_types()
 

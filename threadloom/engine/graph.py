@@ -317,7 +317,10 @@ class StateGraph:
             raise GraphBuildError("END cannot be the source of a conditional edge")
         if path_map is not None and not isinstance(path_map, Mapping):
             path_map = {name: name for name in path_map}
-        branch = Branch(source, path, path_map, is_async_callable(path))
+        schema = hinted_input_schema(path, None)  # the state schema counts too
+        for key, ch in (channel_specs(schema, self._localns) if schema else {}).items():
+            self.specs.setdefault(key, ch)
+        branch = Branch(source, path, path_map, is_async_callable(path), schema)
         self.branches.setdefault(source, []).append(branch)
         return self
 

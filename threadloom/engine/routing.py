@@ -192,9 +192,12 @@ async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult])
                 if target != END:  # add_edge([a, b], END): the join just ends them
                     names[target] = None
         for branch in graph.branches.get(src, ()):
-            if state is None:
-                state = _branch_state(loop)
-            chosen = branch.path(state)
+            if branch.input_keys is not None:
+                chosen = branch.path(_branch_input(loop, branch))
+            else:
+                if state is None:
+                    state = _branch_state(loop)
+                chosen = branch.path(state)
             if type(chosen) is str:  # the common case, in short (else the checks below)
                 path_map = branch.path_map
                 named: str | None = chosen if path_map is None else path_map.get(chosen)
@@ -214,7 +217,8 @@ async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult])
 async def _lone_branch(loop: RunLoop, src: str, branch: Branch) -> Planned:
     """``next_tasks`` after a lone task of node ``src`` whose only route is ``branch``."""
     graph = loop.graph
-    chosen = branch.path(_branch_state(loop))
+    chosen = branch.path(_branch_state(loop) if branch.input_keys is None
+                         else _branch_input(loop, branch))
     if type(chosen) is str:  # as in next_tasks: a node name or END, in short
         path_map = branch.path_map
         named = chosen if path_map is None else path_map.get(chosen)
@@ -235,6 +239,14 @@ def _branch_state(loop: RunLoop) -> Any:
     state = dict(loop.values)
     graph = loop.graph
     return state if graph.dict_state else graph.build_state(state)
+
+
+def _branch_input(loop: RunLoop, branch: Branch) -> Any:
+    """What a branch that reads some keys receives (``engine.readers``)."""
+    keys = branch.input_keys or ()
+    values = loop.values
+    picked = {k: values[k] for k in keys if k in values}
+    return picked if branch.build_input is None else branch.build_input(picked)
 
 
 def _add_chosen(

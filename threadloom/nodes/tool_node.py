@@ -348,7 +348,8 @@ class ToolNode:
         )
         return _error(call_id, name, text)
 
-    def _to_result(self, value: Any, call_id: str, name: str, kind: InputKind) -> Output:
+    def _to_result(self, value: Any, call_id: str, name: str, kind: InputKind = "dict"
+                   ) -> Output:
         return to_output(value, call_id, name, kind, self.messages_key, self.state_keys,
                          self.tools_by_name.get(name))
 
