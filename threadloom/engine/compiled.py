@@ -99,6 +99,7 @@ class CompiledGraph(ThreadState, GraphApi):
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))
+        self.managed = tuple(builder.managed.items())  # engine.managed: filled per step
         self.nodes = narrow_nodes(self.nodes, self.state_keys, self.specs, self.build_state)
         self.branches = narrow_branches(self.branches, self.nodes, self.state_keys,
                                         self.specs, self.build_state)

@@ -31,6 +31,7 @@ from threadloom.engine.channels import (
     Reduced,
     UntrackedValue,
 )
+from threadloom.engine.managed import manager_of
 from threadloom.errors import GraphBuildError, InputValidationError, InvalidUpdateError
 from threadloom.reducers.appends import add
 from threadloom.types import ROOT
@@ -144,6 +145,8 @@ def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict
     specs: dict[str, ChannelSpec] = {}
     for key, hint in hints.items():
         if key.startswith("__") or (kind == "pydantic" and key not in schema.model_fields):
+            continue
+        if manager_of(hint) is not None:  # a managed value (engine.managed): no channel
             continue
         specs[key] = _spec(key, hint, defaults.get(key, MISSING))
     return specs
