@@ -4,9 +4,7 @@ and router call, never stored, never in the output, writes to them dropped."""
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
-
-from typing_extensions import NotRequired
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from threadloom import END, START, StateGraph
 from threadloom.engine.managed import IsLastStep, RemainingSteps
