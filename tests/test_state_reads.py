@@ -8,6 +8,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+import pytest
+
 from threadloom import END, START, StateGraph
 
 
@@ -90,3 +92,43 @@ def test_without_extra_channels_nodes_read_the_whole_state() -> None:
     app = builder.compile()
     assert app.nodes["node"].input_keys is None  # the fast path: no narrowing
     assert app.invoke({"foo": 1, "bar": "x"}) == {"foo": 2, "bar": "x"}
+
+
+def test_a_pydantic_states_validators_run_on_the_input(any_backend: Any) -> None:
+    from pydantic import BaseModel, field_validator, model_validator
+
+    from threadloom.errors import InputValidationError
+
+    class State(BaseModel):
+        name: str
+        text: str = ""
+        flag: int = 13
+
+        @field_validator("name", mode="after")
+        @classmethod
+        def capital(cls, value: str) -> str:
+            if value[0].islower():
+                raise ValueError("Name must start with a capital letter")
+            return "Validated " + value
+
+        @model_validator(mode="before")
+        @classmethod
+        def mark(cls, values: Any) -> Any:
+            return values | {"flag": 392}
+
+    seen: list[Any] = []
+
+    def node(state: State) -> dict[str, Any]:
+        seen.append(state)
+        return {"text": f"Hello, {state.name}!"}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    app = builder.compile(checkpointer=any_backend)
+    out = app.invoke({"name": "John"}, {"configurable": {"thread_id": "t"}})
+    assert out["text"] == "Hello, Validated John!"
+    assert seen == [State.model_validate({"name": "John"})]
+    assert seen[0].flag == 392
+    with pytest.raises(InputValidationError, match="capital letter"):
+        app.invoke({"name": "john"}, {"configurable": {"thread_id": "t2"}})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.graph_api import GraphApi, merge_bound_config
+from threadloom.engine.input_validation import input_validator
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
@@ -25,7 +26,7 @@ from threadloom.engine.replay import root_config
 from threadloom.engine.routing import edge_index
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
-from threadloom.engine.schema import input_validator, schema_kind, state_builder
+from threadloom.engine.schema import schema_kind, state_builder
 from threadloom.engine.stream import StreamSink, normalize_modes, shape, with_interrupts
 from threadloom.engine.sync import (
     _in_running_loop,
