@@ -132,3 +132,33 @@ def test_a_pydantic_states_validators_run_on_the_input(any_backend: Any) -> None
     assert seen[0].flag == 392
     with pytest.raises(InputValidationError, match="capital letter"):
         app.invoke({"name": "john"}, {"configurable": {"thread_id": "t2"}})
+
+
+def test_a_pydantic_node_reads_nested_models_a_node_wrote_as_dicts(any_backend: Any) -> None:
+    import datetime
+
+    from pydantic import BaseModel
+
+    class Inner(BaseModel):
+        v: int
+
+    class State(BaseModel):
+        inner: Inner
+        wait: datetime.timedelta
+
+    seen: list[Any] = []
+
+    def write(state: State) -> dict[str, Any]:
+        return {"inner": {"v": 5}, "wait": 7}
+
+    def read(state: State) -> dict[str, Any]:
+        seen.append((state.inner, state.wait))
+        return {}
+
+    builder = StateGraph(State)
+    builder.add_sequence([write, read])
+    builder.add_edge(START, "write")
+    app = builder.compile(checkpointer=any_backend)
+    out = app.invoke({"inner": {"v": 1}, "wait": 3}, {"configurable": {"thread_id": "t"}})
+    assert seen == [(Inner(v=5), datetime.timedelta(seconds=7))]
+    assert out == {"inner": {"v": 5}, "wait": 7}  # stored as written, as LangGraph

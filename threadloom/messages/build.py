@@ -150,7 +150,7 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]] | None:
         if type(name) is not str or type(call_id) is not str or not _str_dict(args):
             return None
         if "type" in call:
-            if type(call["type"]) is not str or call["type"] != "tool_call":
+            if type(call["type"]) is not str:  # any other name: "tool_call" (LangChain)
                 return None
             out.append({"name": name, "args": dict(args), "id": call_id, "type": "tool_call"})
         else:

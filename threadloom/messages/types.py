@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
 from threadloom.messages.build import construct_unchecked, fast_inits
@@ -125,6 +125,12 @@ class AIMessage(BaseMessage):
     if TYPE_CHECKING:  # type checkers would otherwise give each subclass a keyword-only init
 
         def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _call_type(cls, calls: Any) -> Any:  # as LangChain: a call's "type" is "tool_call"
+        return [{**c, "type": "tool_call"} if isinstance(c, dict) and "type" in c else c
+                for c in calls] if isinstance(calls, list) else calls
 
     @property
     def usage(self) -> UsageMetadata | None:
