@@ -380,10 +380,10 @@ def bad_value() -> str:
 @pytest.mark.parametrize(
     ("handler", "expected"),
     [
-        (True, "Error: the tool raised ValueError: bad input 7"),
+        (True, "Error: ValueError('bad input 7')\n Please fix your mistakes."),
         ("Tool failed, try something else.", "Tool failed, try something else."),
         (lambda exc: f"handled {type(exc).__name__}", "handled ValueError"),
-        ((ValueError, KeyError), "Error: the tool raised ValueError: bad input 7"),
+        ((ValueError, KeyError), "Error: ValueError('bad input 7')\n Please fix your mistakes."),
     ],
     ids=["true", "str", "callable", "tuple-match"],
 )
@@ -467,13 +467,39 @@ async def test_command_results_keep_call_order_and_pass_updates() -> None:
 
     calls = ai(("set_user", {"name": "ana"}, "c1"), ("echo", {"x": "e"}, "c2"), ("bump", {}, "c3"))
     out = await ToolNode([set_user, bump, echo])(state_of(calls))
-    assert isinstance(out, list) and len(out) == 3
-    first, cmd1, cmd2 = out
-    assert [m.tool_call_id for m in first["messages"]] == ["c1", "c2", "c3"]
-    assert first["messages"][0].content == "user set to ana"
-    assert "count" in first["messages"][2].content
-    assert (cmd1.update, cmd1.goto) == ({"user": "ana"}, "model")
+    # LangGraph's shape: one item per output in call order, Commands as returned (their
+    # call's ToolMessage named after the tool), plain results as {"messages": [m]}
+    assert isinstance(out, list) and len(out) == 4
+    cmd1, second, made, cmd2 = out
+    done = ToolMessage("user set to ana", tool_call_id="c1", name="set_user")
+    assert (cmd1.update, cmd1.goto) == ({"messages": [done], "user": "ana"}, "model")
+    assert [m.tool_call_id for m in second["messages"]] == ["c2"]
+    # a Command without its call's answer gets one made, in front of it
+    assert [m.tool_call_id for m in made["messages"]] == ["c3"]
+    assert "count" in made["messages"][0].content
     assert cmd2.update == {"count": 1}
+
+
+async def test_tool_returning_a_list_needs_exactly_one_answer_of_its_call() -> None:
+    @tool
+    def both(call_id: Annotated[str, InjectedToolCallId]) -> list:
+        """Update and answer."""
+        return [Command(update={"n": 1}), ToolMessage("ok", tool_call_id=call_id)]
+
+    @tool
+    def none_(call_id: Annotated[str, InjectedToolCallId]) -> list:
+        """Update only."""
+        return [Command(update={"n": 1})]
+
+    out = await ToolNode([both])(state_of(ai(("both", {}, "c1"))))
+    assert out[0] == Command(update={"n": 1})
+    assert out[1]["messages"][0].model_dump() == ToolMessage(
+        "ok", tool_call_id="c1", name="both").model_dump()
+    out = await ToolNode([none_], handle_tool_errors=True)(state_of(ai(("none_", {}, "c1"))))
+    (msg,) = out["messages"]
+    assert msg.status == "error" and "0 messages bound to tool_call_id" in msg.content
+    with pytest.raises(ValueError, match="0 messages bound"):
+        await ToolNode([none_], handle_tool_errors=False)(state_of(ai(("none_", {}, "c1"))))
 
 
 async def test_parent_command_passes_through_untouched() -> None:
@@ -485,7 +511,7 @@ async def test_parent_command_passes_through_untouched() -> None:
         return cmd
 
     out = await ToolNode([escalate])(state_of(ai(("escalate", {}, "c1"))))
-    assert out == [{"messages": []}, cmd]
+    assert out == [cmd]
 
 
 # --- node plumbing --------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_injected_field_of_args_schema_is_filled_and_hidden_from_the_model():
     tool = Handoff(name="handoff", description="Hand off", args_schema=Schema)
     assert tool.json_schema()["properties"] == {}
     out = ToolNode([tool]).invoke(_call("handoff", cid="abc"))
-    assert out[0]["messages"][0].tool_call_id == "abc"
+    assert out[0].update["messages"][0].tool_call_id == "abc"
 
 
 @pytest.mark.parametrize("handle", [True, (GraphBubbleUp,), "handled", lambda e: "h", False])

@@ -28,6 +28,8 @@ The tree, as httpx draws its own::
     │   └── CheckpointNotFoundError
     ├── SecurityError              a template or stored blob tried to reach Python internals
     ├── ToolError                  a tool call that cannot run (unknown tool, bad arguments)
+    ├── ToolException              raised by a tool's own code to report a failure
+    │   └── ToolInvocationError    a ToolNode call's arguments failed validation
     └── ModelError                 a chat model failed
         ├── ModelHTTPError         the provider answered with an HTTP error (status_code, code)
         │   ├── RateLimitError     429
@@ -285,6 +287,37 @@ class ToolError(ThreadloomError):
         super().__init__(message)
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
+
+
+class ToolException(ThreadloomError):
+    """Raised by a tool's own code to report a failure the model should read.
+
+    As LangChain's ``ToolException``: a tool whose ``handle_tool_error`` is set answers
+    it with an error ``ToolMessage`` instead of raising; ``ToolNode``'s
+    ``handle_tool_errors`` may name it.
+    """
+
+
+class ToolInvocationError(ToolException):
+    """A ``ToolNode`` call's arguments failed validation (as LangGraph's).
+
+    ``ToolNode`` answers it with an error message unless ``handle_tool_errors`` leaves it
+    out (``False``, a tuple or a typed handler not covering it): then it is raised.
+
+    Attributes:
+        message: the text the model gets (tool name, the arguments, one line per error).
+        tool_name: the tool.
+        tool_kwargs: the arguments as the model sent them.
+        source: the ``ToolError`` (its ``__cause__`` the pydantic ``ValidationError``).
+    """
+
+    def __init__(self, tool_name: str, source: Exception, tool_kwargs: Any,
+                 message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+        self.tool_kwargs = tool_kwargs
+        self.source = source
 
 
 class UntrustedTypeError(SerializationError, SecurityError):

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from threadloom.engine.runtime import current_task
 from threadloom.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from threadloom.nodes.tool_request import ToolCallRequest
 
 SKIPPED = "Error: tool call {name!r} was not run: {why}."
 MISSING_RESULT = (
@@ -90,29 +91,6 @@ class ModelRequest:
     def request_messages(self) -> list[BaseMessage]:
         """The exact list sent to the model (see ``request_messages``)."""
         return request_messages(self.system_prompt, self.messages, self.merge_system_messages)
-
-
-@dataclass(slots=True)
-class ToolCallRequest:
-    """One tool call, as ``wrap_tool_call`` middleware sees it (LangChain's ``ToolCallRequest``).
-
-    Attributes:
-        tool_call: ``{"name", "args", "id", "type"?}``.
-        tool: the ``Tool`` that will run it.
-        state: the agent state at the time of the call.
-        config: the run config.
-        runtime: the engine ``Runtime``.
-    """
-
-    tool_call: dict[str, Any]
-    tool: Any
-    state: Any = None
-    config: dict[str, Any] = field(default_factory=dict)
-    runtime: Any = None
-
-    def override(self, **changes: Any) -> ToolCallRequest:
-        """A copy with ``changes`` applied."""
-        return dataclasses.replace(self, **changes)
 
 
 _SYSTEM_CACHE: dict[str, SystemMessage] = {}

@@ -329,7 +329,9 @@ class ToolStep:
         counts: dict[str, int] = {}
         for call, (messages, command) in finished:
             results.extend(messages)
-            if command is not None:
+            if isinstance(command, list):  # a tool that returned several Commands
+                commands.extend(command)
+            elif command is not None:
                 commands.append(command)
             if call["name"] in toolset.tools_by_name:
                 counts[call["name"]] = counts.get(call["name"], 0) + 1

@@ -17,15 +17,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
 from threadloom.engine.graph_api import GraphApi, merge_bound_config
+from threadloom.engine.input_validation import input_validator
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.lgdraw import lg_graph
 from threadloom.engine.nested import nested_loop, run_nested, streamed_here
+from threadloom.engine.readers import narrow_branches, narrow_nodes
 from threadloom.engine.replay import root_config
 from threadloom.engine.routing import edge_index
 from threadloom.engine.runtime import propagate_metadata
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
-from threadloom.engine.schema import input_validator, schema_kind, state_builder
+from threadloom.engine.schema import schema_kind, state_builder
 from threadloom.engine.stream import (
     StreamSink,
     normalize_modes,
@@ -105,6 +107,10 @@ class CompiledGraph(ThreadState, GraphApi):
         self.input_keys = frozenset(_keys(builder.input_schema, self.specs))
         self.output_keys = tuple(_keys(builder.output_schema, self.specs))
         self.state_keys = tuple(_keys(builder.state_schema, self.specs))
+        self.managed = tuple(builder.managed.items())  # engine.managed: filled per step
+        self.nodes = narrow_nodes(self.nodes, self.state_keys, self.specs, self.build_state)
+        self.branches = narrow_branches(self.branches, self.nodes, self.state_keys,
+                                        self.specs, self.build_state)
         self.successors, self.join_index = edge_index(builder)
         self._register_types()
 

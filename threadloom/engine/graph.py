@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.managed import managed_keys
 from threadloom.engine.node_info import (  # NodeSpec, Branch: imported from here too
     DEFAULT_ERROR_HANDLER,
     Branch,
@@ -31,7 +32,6 @@ from threadloom.engine.schema import (
     ChannelSpec,
     channel_specs,
     hinted_input_schema,
-    merge_specs,
     schema_keys,
     state_builder,
 )
@@ -74,11 +74,10 @@ class StateGraph:
         self.context_schema = context_schema
         self.input_schema = input_schema or state_schema
         self.output_schema = output_schema or state_schema
-        self.specs: dict[str, ChannelSpec] = merge_specs(
-            channel_specs(state_schema, self._localns),
-            channel_specs(self.input_schema, self._localns),
-            channel_specs(self.output_schema, self._localns),
-        )
+        self.specs: dict[str, ChannelSpec] = {}
+        self.managed: dict[str, Any] = {}  # key -> manager (RemainingSteps, IsLastStep)
+        for schema in (state_schema, self.input_schema, self.output_schema):
+            self._add_schema(schema)
         self.nodes: dict[str, NodeSpec] = {}
         self.edges: dict[tuple[str, str], None] = {}  # insertion-ordered set
         self.joins: dict[str, set[tuple[str, ...]]] = {}
@@ -86,6 +85,12 @@ class StateGraph:
         self.compiled = False
         self._default_retry: tuple[RetryPolicy, ...] | None = None
         self._default_handler: Callable[..., Any] | None = None
+
+    def _add_schema(self, schema: Any) -> None:
+        """Add a schema's keys: channels (the first schema naming a key wins), managed."""
+        for key, ch in channel_specs(schema, self._localns).items():
+            self.specs.setdefault(key, ch)
+        self.managed.update(managed_keys(schema, self._localns))
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -185,9 +190,7 @@ class StateGraph:
         input_keys = build = None
         input_schema = input_schema or hinted_input_schema(action, self.state_schema, subgraph)
         if input_schema is not None:
-            extra = channel_specs(input_schema, self._localns)
-            for key, ch in extra.items():
-                self.specs.setdefault(key, ch)
+            self._add_schema(input_schema)
             input_keys = schema_keys(input_schema)
             build = state_builder(input_schema)
         if subgraph is not None:
@@ -235,12 +238,8 @@ class StateGraph:
             raise GraphBuildError("add_sequence needs at least one node")
         previous: str | None = None
         for item in nodes:
-            if isinstance(item, tuple):
-                name, fn = item
-                self.add_node(name, fn)
-            else:
-                self.add_node(item)
-                name = list(self.nodes)[-1]
+            self.add_node(*item) if isinstance(item, tuple) else self.add_node(item)
+            name = list(self.nodes)[-1]
             if previous is not None:
                 self.add_edge(previous, name)
             previous = name
@@ -319,7 +318,10 @@ class StateGraph:
             raise GraphBuildError("END cannot be the source of a conditional edge")
         if path_map is not None and not isinstance(path_map, Mapping):
             path_map = {name: name for name in path_map}
-        branch = Branch(source, path, path_map, is_async_callable(path))
+        schema = hinted_input_schema(path, None)  # the state schema counts too
+        if schema is not None:
+            self._add_schema(schema)
+        branch = Branch(source, path, path_map, is_async_callable(path), schema)
         self.branches.setdefault(source, []).append(branch)
         return self
 

@@ -74,12 +74,18 @@ class Branch:
         path: ``state -> name | list[name | Send] | Send | END`` (sync or async).
         path_map: maps the path's return values to node names; None: names as returned.
         is_async: ``path`` must be awaited.
+        schema: the schema ``path``'s first parameter is annotated with, or None.
+        input_keys: the keys ``path`` reads (None: the whole state; ``readers``).
+        build_input: turns those values into what ``path`` receives.
     """
 
     source: str
     path: Callable[..., Any]
     path_map: Mapping[Hashable, str] | None
     is_async: bool
+    schema: Any = None
+    input_keys: tuple[str, ...] | None = None
+    build_input: Callable[[dict[str, Any]], Any] | None = None
 
 
 def node_name(action: Any) -> str | None:

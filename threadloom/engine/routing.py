@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.checkpoint.base import FAILED, SCHEDULED, SPECIAL_WRITE_CHANNELS, CheckpointTuple
 from threadloom.engine.command_writes import grouped as saved_commands
 from threadloom.engine.command_writes import is_command_task
+from threadloom.engine.managed import with_managed
 from threadloom.engine.tasks import Failed, TaskResult
 from threadloom.errors import InvalidRouteError
 from threadloom.types import END, Command, Send
@@ -146,7 +147,7 @@ async def next_tasks(loop: RunLoop, tasks: list[Task], results: list[TaskResult]
                 targets = [t for t in graph.successors.get(src, ()) if t != END]
                 return Planned(targets, [], _NO_PENDING)
             if len(branches) == 1 and src not in graph.successors:
-                return await _lone_branch(loop, src, branches[0])
+                return await _lone_branch(loop, src, branches[0], tasks[0].remaining)
     return await route_all(loop, tasks, results)
 
 
@@ -192,9 +193,12 @@ async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult])
                 if target != END:  # add_edge([a, b], END): the join just ends them
                     names[target] = None
         for branch in graph.branches.get(src, ()):
-            if state is None:
-                state = _branch_state(loop)
-            chosen = branch.path(state)
+            if branch.input_keys is not None:
+                chosen = branch.path(_branch_input(loop, branch, task.remaining))
+            else:
+                if state is None:
+                    state = _branch_state(loop, task.remaining)
+                chosen = branch.path(state)
             if type(chosen) is str:  # the common case, in short (else the checks below)
                 path_map = branch.path_map
                 named: str | None = chosen if path_map is None else path_map.get(chosen)
@@ -211,10 +215,11 @@ async def route_all(loop: RunLoop, tasks: list[Task], results: list[TaskResult])
     return Planned(list(names), sends, _NO_PENDING)
 
 
-async def _lone_branch(loop: RunLoop, src: str, branch: Branch) -> Planned:
+async def _lone_branch(loop: RunLoop, src: str, branch: Branch, remaining: int) -> Planned:
     """``next_tasks`` after a lone task of node ``src`` whose only route is ``branch``."""
     graph = loop.graph
-    chosen = branch.path(_branch_state(loop))
+    chosen = branch.path(_branch_state(loop, remaining) if branch.input_keys is None
+                         else _branch_input(loop, branch, remaining))
     if type(chosen) is str:  # as in next_tasks: a node name or END, in short
         path_map = branch.path_map
         named = chosen if path_map is None else path_map.get(chosen)
@@ -230,11 +235,22 @@ async def _lone_branch(loop: RunLoop, src: str, branch: Branch) -> Planned:
     return Planned(list(names), sends, _NO_PENDING)
 
 
-def _branch_state(loop: RunLoop) -> Any:
-    """What branch functions receive: a copy of the state (built for a typed schema)."""
-    state = dict(loop.values)
+def _branch_state(loop: RunLoop, remaining: int) -> Any:
+    """What branch functions receive: a copy of the state (built for a typed schema),
+    with the managed values of the step (``engine.managed``) that just ran."""
     graph = loop.graph
+    state = with_managed(loop.values, graph.managed, remaining) if graph.managed else dict(
+        loop.values)
     return state if graph.dict_state else graph.build_state(state)
+
+
+def _branch_input(loop: RunLoop, branch: Branch, remaining: int) -> Any:
+    """What a branch that reads some keys receives (``engine.readers``)."""
+    keys = branch.input_keys or ()
+    managed = loop.graph.managed
+    values = with_managed(loop.values, managed, remaining) if managed else loop.values
+    picked = {k: values[k] for k in keys if k in values}
+    return picked if branch.build_input is None else branch.build_input(picked)
 
 
 def _add_chosen(

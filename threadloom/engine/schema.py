@@ -32,7 +32,8 @@ from threadloom.engine.channels import (
     Reduced,
     UntrackedValue,
 )
-from threadloom.errors import GraphBuildError, InputValidationError, InvalidUpdateError
+from threadloom.engine.managed import manager_of
+from threadloom.errors import GraphBuildError, InvalidUpdateError
 from threadloom.reducers.appends import add
 from threadloom.types import ROOT
 
@@ -153,6 +154,8 @@ def channel_specs(schema: Any, localns: Mapping[str, Any] | None = None) -> dict
     for key, hint in hints.items():
         if key.startswith("__") or (kind == "pydantic" and key not in schema.model_fields):
             continue
+        if manager_of(hint) is not None:  # a managed value (engine.managed): no channel
+            continue
         specs[key] = _spec(key, hint, defaults.get(key, MISSING))
     return specs
 
@@ -243,7 +246,12 @@ def state_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
     """A function turning a dict of channel values into the form nodes receive.
 
     TypedDict and plain dict schemas get the dict itself; dataclasses are constructed;
-    pydantic models are built with ``model_construct`` (no re-validation per step).
+    pydantic models are validated from the values, as LangGraph builds them (a node's
+    dict for a nested model arrives as that model; validators run). Values that only
+    lack required fields (not written yet) give ``model_construct``'s model.
+
+    Raises (from the returned function):
+        pydantic.ValidationError: the values do not fit the model.
     """
     kind = schema_kind(schema)
     if kind in ("typeddict", "dict"):
@@ -251,12 +259,7 @@ def state_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
     if kind == "root":
         return _root_value
     if kind == "pydantic":
-        fields = set(schema.model_fields)
-
-        def build_model(values: dict[str, Any]) -> Any:
-            return schema.model_construct(**{k: v for k, v in values.items() if k in fields})
-
-        return build_model
+        return _model_builder(schema)
     names = {f.name for f in dataclasses.fields(schema)}
 
     def build_dataclass(values: dict[str, Any]) -> Any:
@@ -269,6 +272,23 @@ def state_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
             ) from exc
 
     return build_dataclass
+
+
+def _model_builder(schema: Any) -> Callable[[dict[str, Any]], Any]:
+    from pydantic import ValidationError
+
+    fields = set(schema.model_fields)
+
+    def build_model(values: dict[str, Any]) -> Any:
+        picked = {k: v for k, v in values.items() if k in fields}
+        try:
+            return schema.model_validate(picked)
+        except ValidationError as exc:
+            if all(err["type"] == "missing" for err in exc.errors()):
+                return schema.model_construct(**picked)
+            raise
+
+    return build_model
 
 
 def _identity(values: dict[str, Any]) -> dict[str, Any]:
@@ -303,54 +323,6 @@ def update_from_object(obj: Any) -> dict[str, Any] | None:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     return None
-
-
-def input_validator(
-    schema: Any, specs: Mapping[str, ChannelSpec]
-) -> Callable[[list[tuple[str, Any]], set[str]], list[tuple[str, Any]]] | None:
-    """For a pydantic state schema, a function validating the run's input writes.
-
-    As LangGraph does for pydantic states, each input value is validated (and coerced)
-    against its field's type, and a required field that neither the input nor the saved
-    state holds is an error. Other schema kinds get None (no validation).
-    """
-    if schema_kind(schema) != "pydantic":
-        return None
-    from pydantic import TypeAdapter, ValidationError
-
-    adapters: dict[str, Any] = {}
-    required = [n for n, f in schema.model_fields.items() if f.is_required()]
-
-    def validate(writes: list[tuple[str, Any]], present: set[str]) -> list[tuple[str, Any]]:
-        out = []
-        for key, value in writes:
-            spec = specs.get(key)
-            if (spec is None or key not in schema.model_fields
-                    or getattr(spec.reducer, "__name__", "") == "add_messages"):
-                # add_messages coerces its input (tuples, dicts, strings) itself; the
-                # merged list is validated when a node reads the state, as in LangGraph
-                out.append((key, value))
-                continue
-            adapter = adapters.get(key)
-            if adapter is None:
-                adapter = adapters[key] = TypeAdapter(spec.annotation)
-            try:
-                out.append((key, adapter.validate_python(value)))
-            except ValidationError as exc:
-                first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-                raise InputValidationError.from_validation(
-                    exc, f"input key {key!r} does not match {schema.__qualname__}: {first} "
-                    f"(got {type(value).__name__} {value!r:.60})", key) from exc
-        given = present | {k for k, _ in writes}
-        missing = [n for n in required if n not in given]
-        if missing:
-            raise InvalidUpdateError(
-                f"input is missing required field(s) {missing} of {schema.__qualname__}",
-                field=missing[0],
-            )
-        return out
-
-    return validate
 
 
 def hinted_input_schema(action: Any, state_schema: Any, subgraph: Any = None) -> Any:

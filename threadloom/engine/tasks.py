@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.managed import with_managed
 from threadloom.engine.node_call import (
     call_node,
     debug_event,
@@ -151,7 +152,8 @@ def make_tasks(
         # one edge-triggered task, nothing saved or resumed: what the loop below builds
         return [lone_task(loop, names[0], remaining)]
     graph = loop.graph
-    values = loop.values
+    values = with_managed(loop.values, graph.managed, remaining) if graph.managed else (
+        loop.values)
     base = (
         (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
         if hashed
@@ -209,6 +211,8 @@ def lone_task(loop: RunLoop, name: str, remaining: int) -> Task:
     general loop gives the same ``Task`` (index 0, id ``"<step>:0"``)."""
     node = loop.graph.nodes[name]
     values = loop.values
+    if loop.graph.managed:
+        values = with_managed(values, loop.graph.managed, remaining)
     if node.build_input is not None and node.input_keys is not None:  # set together
         keys = node.input_keys
         state = node.build_input({k: v for k, v in values.items() if k in keys})

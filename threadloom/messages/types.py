@@ -126,13 +126,11 @@ class AIMessage(BaseMessage):
 
         def __init__(self, content: str | list[dict[str, Any]] = "", /, **kwargs: Any) -> None: ...
 
-    @field_validator("tool_calls")
+    @field_validator("tool_calls", mode="before")
     @classmethod
-    def _typed_calls(cls, calls: list[ToolCall]) -> list[ToolCall]:
-        """Every call carries ``"type": "tool_call"``, as LangChain's ``AIMessage`` sets it."""
-        for call in calls:
-            call["type"] = "tool_call"
-        return calls
+    def _call_type(cls, calls: Any) -> Any:  # as LangChain: a call's "type" is "tool_call"
+        return [{**c, "type": "tool_call"} if isinstance(c, dict) else c
+                for c in calls] if isinstance(calls, list) else calls
 
     @property
     def usage(self) -> UsageMetadata | None:

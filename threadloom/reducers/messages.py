@@ -19,6 +19,7 @@ from threadloom.messages import (
     convert_to_messages,
 )
 from threadloom.messages.ids import uuid4_str
+from threadloom.messages.openai_format import openai_formatted
 from threadloom.reducers.appends import LONG, note_append
 
 _BUILTIN_TYPES = frozenset(
@@ -90,8 +91,11 @@ def _index_stored(left: Any) -> tuple[list[BaseMessage], dict[str, int]]:
     return stored, index
 
 
-def add_messages(left: Any, right: Any) -> list[BaseMessage]:
+def add_messages(left: Any = None, right: Any = None, *, format: str | None = None) -> Any:
     """Merge a message update into the stored list, as LangGraph's ``add_messages``.
+
+    ``add_messages(format="langchain-openai")`` (no lists) gives this reducer with its
+    result's content in OpenAI's format (``messages.openai_format``), as LangGraph's.
 
     Both sides are coerced with ``convert_to_messages`` (messages, strings, ``(role,
     content)`` tuples, role dicts; a single value counts as a one-item list). Then, in
@@ -120,7 +124,10 @@ def add_messages(left: Any, right: Any) -> list[BaseMessage]:
         ValueError: a ``RemoveMessage`` names an id that is not present (the message
             names the id; nothing is changed).
         TypeError: an item cannot be converted to a message.
+        ValueError: a ``format`` other than ``"langchain-openai"``.
     """
+    if format is not None or (left is None and right is None):
+        return _formatting(left, right, format)
     if type(left) is list and type(right) is list and len(right) == 1 and (
             type(right[0]) in _APPENDABLE):
         cached = _INDEX_CACHE.pop(id(left), None)
@@ -146,6 +153,20 @@ def add_messages(left: Any, right: Any) -> list[BaseMessage]:
         _remember(result, index)
         return result
     return _merge(stored, update, index)
+
+
+def _formatting(left: Any, right: Any, format: str | None) -> Any:
+    if format not in (None, "langchain-openai"):
+        raise ValueError(f"Unrecognized format={format!r}. Expected one of "
+                         "'langchain-openai', None.")
+    if left is None and right is None:
+        def reducer(left: Any, right: Any) -> list[BaseMessage]:
+            return _formatting(left, right, format)  # type: ignore[no-any-return]
+
+        reducer.__name__ = "add_messages"  # the engine's add_messages checks read it
+        return reducer
+    merged = add_messages(left, right)
+    return openai_formatted(merged) if format else merged
 
 
 def _add_one(stored: list[BaseMessage], message: BaseMessage,

@@ -7,8 +7,9 @@ arguments the model must send) and an OpenAI ``parameters`` JSON schema, as Lang
 (summary = description, ``Args:`` = per-parameter descriptions).
 
 Parameters marked ``InjectedState``, ``InjectedToolCallId``, ``InjectedConfig`` (or simply
-named ``config``) and ``InjectedIdempotencyKey`` are filled by the engine, are absent from
-the schema, and cannot be set by the model: arguments of those names are dropped.
+named ``config``), ``InjectedIdempotencyKey``, and parameters typed ``ToolRuntime`` are
+filled by the engine, are absent from the schema, and cannot be set by the model:
+arguments of those names are dropped.
 
 This package only re-exports; the code lives in ``markers`` (injected arguments),
 ``schema`` (signature and docstring -> argument model -> JSON schema) and ``core``
@@ -30,6 +31,7 @@ from threadloom.tools.markers import (
 from threadloom.tools.markers import _injected_value as _injected_value
 from threadloom.tools.markers import _injection as _injection
 from threadloom.tools.markers import _pack as _pack
+from threadloom.tools.runtime import ToolRuntime
 from threadloom.tools.schema import _ARG_LINE as _ARG_LINE
 from threadloom.tools.schema import _SECTION as _SECTION
 from threadloom.tools.schema import _build_args_model as _build_args_model
@@ -43,6 +45,7 @@ __all__ = [
     "InjectedState",
     "InjectedToolCallId",
     "Tool",
+    "ToolRuntime",
     "format_tool_output",
     "tool",
 ]

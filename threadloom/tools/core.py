@@ -17,12 +17,16 @@ from pydantic import BaseModel, ValidationError
 
 from threadloom.errors import ToolError
 from threadloom.tools.markers import (
+    ABSENT,
     InjectedLiveState,
     _injected_value,
     _pack,
+    is_caller_arg,
     live_state_writes,
 )
 from threadloom.tools.output import format_tool_output
+from threadloom.tools.plain import _MISSING, _plain_fields, _PlainPlan
+from threadloom.tools.runtime import ToolRuntime
 from threadloom.tools.schema import _build_args_model, _clean_schema, _parse_docstring
 from threadloom.workers import to_worker
 
@@ -67,6 +71,10 @@ class Tool:
         )
         self._schema: dict[str, Any] | None = None
         self._live = [p for p, m in self._injected.items() if isinstance(m, InjectedLiveState)]
+        params = inspect.signature(impl).parameters
+        self._optional_injected = frozenset(  # a missing state field leaves their default
+            p for p in self._injected if p in params
+            and params[p].default is not inspect.Parameter.empty)
         # (the model it was made for, (parameter, exact type) per field) or None
         self._plain: _PlainPlan | None = (
             _plain_fields(self.args_model, self._field_names)
@@ -163,15 +171,32 @@ class Tool:
 
     def _kwargs(self, validated: BaseModel, injections: dict[str, Any]) -> dict[str, Any]:
         kwargs = {p: getattr(validated, f) for p, f in self._field_names.items()}
+        optional = self._optional_injected
         for pname, marker in self._injected.items():
-            kwargs[pname] = _injected_value(marker, injections)
+            if is_caller_arg(marker):  # only a direct caller's args hold it
+                given = injections.get("given") or {}
+                if pname in given:
+                    kwargs[pname] = given[pname]
+                continue
+            injections["lenient"] = pname in optional
+            value = _injected_value(marker, injections)
+            if value is not ABSENT:
+                kwargs[pname] = value
         return kwargs
 
     def _call_kwargs(self, validated: BaseModel, state: Any, tool_call_id: Any, config: Any,
-                     idempotency_key: Any) -> dict[str, Any]:
+                     idempotency_key: Any, runtime: Any = None,
+                     given: Any = None) -> dict[str, Any]:
         if not self._injected:
             return {p: getattr(validated, f) for p, f in self._field_names.items()}
-        return self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
+        injections = _pack(state, tool_call_id, config, idempotency_key, runtime)
+        injections["given"] = given
+        return self._kwargs(validated, injections)
+
+    @property
+    def takes_runtime(self) -> bool:
+        """Whether a parameter is typed ``ToolRuntime`` (``tools.runtime``)."""
+        return any(m is ToolRuntime for m in self._injected.values())
 
     def invoke(
         self,
@@ -181,6 +206,7 @@ class Tool:
         tool_call_id: str | None = None,
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        runtime: Any = None,
     ) -> Any:
         """Validate ``args`` and run the tool; returns what the function returned.
 
@@ -190,6 +216,8 @@ class Tool:
             tool_call_id: for ``InjectedToolCallId`` parameters.
             config: for ``InjectedConfig`` / ``config`` parameters (default ``{}``).
             idempotency_key: for ``InjectedIdempotencyKey`` (default: ``tool_call_id``).
+            runtime: the ``ToolRuntime`` for a ``ToolRuntime`` parameter (default: one
+                holding ``state``, ``tool_call_id`` and ``config``).
 
         An async-only tool is run with ``asyncio.run`` (not allowed inside a running loop:
         use ``ainvoke`` there).
@@ -200,7 +228,9 @@ class Tool:
             Exception: whatever the tool itself raises, unchanged.
         """
         validated = self.parse_args(args)
-        kwargs = self._kwargs(validated, _pack(state, tool_call_id, config, idempotency_key))
+        injections = _pack(state, tool_call_id, config, idempotency_key, runtime)
+        injections["given"] = args
+        kwargs = self._kwargs(validated, injections)
         if self.func is not None:
             result = self.func(**kwargs)
             return self._writes(result, kwargs, state, tool_call_id) if self._live else result
@@ -218,6 +248,7 @@ class Tool:
         tool_call_id: str | None = None,
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        runtime: Any = None,
     ) -> Any:
         """Async twin of ``invoke`` (same arguments); a sync function runs in a worker thread."""
         validated = self.parse_args(args)
@@ -227,6 +258,8 @@ class Tool:
             tool_call_id=tool_call_id,
             config=config,
             idempotency_key=idempotency_key,
+            runtime=runtime,
+            _given=args,
         )
 
     async def arun_validated(
@@ -238,6 +271,8 @@ class Tool:
         config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         inline: bool = False,
+        runtime: Any = None,
+        _given: Any = None,
     ) -> Any:
         """Run the tool on arguments already checked by ``parse_args`` (used by ``ToolNode``).
 
@@ -248,7 +283,8 @@ class Tool:
         ``ToolNode`` does for a lone call in a step the engine marks ``blocking_ok``
         (a sync ``invoke``/``stream`` run, see ``threadloom.engine.runtime.TaskContext``).
         """
-        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
+        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key,
+                                   runtime, _given)  # _given: ainvoke's args (caller args)
         if self.coroutine is not None:
             result = await self.coroutine(**kwargs)
         elif inline:
@@ -259,7 +295,7 @@ class Tool:
 
     def run_inline(self, validated: BaseModel, *, state: Any = None,
                    tool_call_id: str | None = None, config: dict[str, Any] | None = None,
-                   idempotency_key: str | None = None) -> Any:
+                   idempotency_key: str | None = None, runtime: Any = None) -> Any:
         """``arun_validated(..., inline=True)`` of a sync tool, called without awaiting.
 
         Raises:
@@ -267,7 +303,8 @@ class Tool:
         """
         if self.func is None:
             raise TypeError(f"tool {self.name!r} is async-only; use arun_validated")
-        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key)
+        kwargs = self._call_kwargs(validated, state, tool_call_id, config, idempotency_key,
+                                   runtime)
         result = self.func(**kwargs)
         return self._writes(result, kwargs, state, tool_call_id) if self._live else result
 
@@ -292,34 +329,6 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, return_direct={self.return_direct})"
-
-
-_MISSING: Any = object()
-_PLAIN_TYPES = (int, str, bool, float)
-_PlainPlan = tuple[type[BaseModel], tuple[tuple[str, type], ...]]
-
-
-def _plain_fields(model: type[BaseModel], field_names: dict[str, str]) -> _PlainPlan | None:
-    """The plan of ``Tool.plain_kwargs`` for an argument model built from a signature:
-    ``(model, ((parameter, type), ...))`` when every field is a required, unconstrained,
-    unaliased ``int``/``str``/``bool``/``float`` named as its parameter; else None."""
-    if model.model_config.get("strict") or any(
-            getattr(model.__pydantic_decorators__, kind)
-            for kind in ("validators", "field_validators", "root_validators",
-                         "model_validators")):
-        return None
-    plan: list[tuple[str, type]] = []
-    fields = model.model_fields
-    for pname, fname in field_names.items():
-        info = fields.get(fname)
-        if (info is None or fname != pname or info.annotation not in _PLAIN_TYPES
-                or info.metadata or not info.is_required() or info.alias is not None
-                or info.validation_alias is not None):
-            return None
-        plan.append((pname, info.annotation))  # type: ignore[arg-type]
-    if len(plan) != len(fields):
-        return None
-    return model, tuple(plan)
 
 
 def _make_tool(

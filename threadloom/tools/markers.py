@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, get_args, get_origin
 
+from threadloom.tools.runtime import ToolRuntime, default_tool_runtime, is_tool_runtime
 from threadloom.types import Command
 
 
@@ -17,7 +18,9 @@ class InjectedState:
 
     As LangGraph's ``InjectedState``: ``state: Annotated[dict, InjectedState]`` receives
     the whole state; ``Annotated[str, InjectedState("user_id")]`` receives one key (an
-    item of a dict state, or an attribute of an object state; ``None`` when absent).
+    item of a dict state, or an attribute of an object state). When the state lacks it,
+    a parameter with a default keeps its default, else ``MissingStateKey`` (a
+    ``KeyError``) or ``MissingStateAttribute`` is raised, as LangGraph raises.
 
     Args:
         field: the state key to inject, or None for the whole state.
@@ -68,7 +71,22 @@ class InjectedLiveState:
         return f"InjectedLiveState({self.cls.__name__})"
 
 
-_MARKERS = (InjectedState, InjectedToolCallId, InjectedConfig, InjectedIdempotencyKey)
+class InjectedToolArg:
+    """Marks a parameter the caller supplies and the model never sees (LangChain's
+    ``InjectedToolArg``; subclass it for markers of your own): ``tool.invoke(args)``
+    passes it from ``args``; a ``ToolNode`` drops what the model sent for it, so the
+    tool gets its default (a required one is missing: the call fails).
+    """
+
+
+_MARKERS = (InjectedState, InjectedToolCallId, InjectedConfig, InjectedIdempotencyKey,
+            InjectedToolArg)
+
+
+def is_caller_arg(marker: Any) -> bool:
+    """Whether a marker is an ``InjectedToolArg`` (its class, a subclass or an instance)."""
+    return isinstance(marker, InjectedToolArg) or (
+        isinstance(marker, type) and issubclass(marker, InjectedToolArg))
 
 
 def _live_state_class(annotation: Any) -> Any:
@@ -85,7 +103,10 @@ def _injection(name: str, annotation: Any) -> Any:
     if get_origin(annotation) is Annotated:
         candidates = [get_args(annotation)[0], *annotation.__metadata__]
     for item in candidates:
-        if any(item is marker for marker in _MARKERS) or isinstance(item, _MARKERS):
+        if is_tool_runtime(item):
+            return ToolRuntime
+        if any(item is marker for marker in _MARKERS) or isinstance(item, _MARKERS) or (
+                isinstance(item, type) and issubclass(item, InjectedToolArg)):
             return item
         if getattr(item, "__name__", "") == "RunnableConfig":
             return InjectedConfig
@@ -95,12 +116,14 @@ def _injection(name: str, annotation: Any) -> Any:
     return InjectedConfig if name == "config" else None
 
 
-def _pack(state: Any, tool_call_id: Any, config: Any, key: Any) -> dict[str, Any]:
+def _pack(state: Any, tool_call_id: Any, config: Any, key: Any,
+          runtime: Any = None) -> dict[str, Any]:
     return {
         "state": state,
         "tool_call_id": tool_call_id,
         "config": config if config is not None else {},
         "idempotency_key": key if key is not None else tool_call_id,
+        "runtime": runtime,
     }
 
 
@@ -112,6 +135,10 @@ def _injected_value(marker: Any, injections: dict[str, Any]) -> Any:
         return injections["config"]
     if marker is InjectedIdempotencyKey or isinstance(marker, InjectedIdempotencyKey):
         return injections["idempotency_key"]
+    if marker is ToolRuntime:
+        runtime = injections["runtime"]
+        return runtime if runtime is not None else default_tool_runtime(
+            injections["state"], injections["tool_call_id"], injections["config"])
     state = injections["state"]
     if isinstance(marker, InjectedLiveState):
         return state if isinstance(state, marker.cls) else marker.cls.over(state)
@@ -119,8 +146,46 @@ def _injected_value(marker: Any, injections: dict[str, Any]) -> Any:
     if field is None or state is None:
         return state
     if isinstance(state, dict):
-        return state.get(field)
-    return getattr(state, field, None)
+        if field in state:
+            return state[field]
+        if isinstance(state, MessagesOnlyState):
+            raise StateShapeError(
+                f"Invalid input to ToolNode: a tool requires the graph state dict as input; "
+                f"the state should contain the field {field!r}")
+        return ABSENT if injections.get("lenient") else _missing(MissingStateKey, field)
+    if hasattr(state, field):
+        return getattr(state, field)
+    return ABSENT if injections.get("lenient") else _missing(MissingStateAttribute, field)
+
+
+def _missing(kind: type[Exception], field: str) -> Any:
+    raise kind(field)
+
+
+ABSENT: Any = object()
+"""What ``_injected_value`` gives for a missing state field of an optional parameter."""
+
+
+class StateInjectionError(Exception):
+    """An ``InjectedState`` parameter could not be filled from the state (as LangGraph:
+    raised by ``ToolNode`` whatever ``handle_tool_errors`` says)."""
+
+
+class MissingStateKey(StateInjectionError, KeyError):
+    """A dict state lacks the key an ``InjectedState("key")`` parameter needs."""
+
+
+class MissingStateAttribute(StateInjectionError, AttributeError):
+    """An object state lacks the field an ``InjectedState("field")`` parameter needs."""
+
+
+class StateShapeError(StateInjectionError, ValueError):
+    """A ``ToolNode`` given a list of messages runs a tool that needs other state fields."""
+
+
+class MessagesOnlyState(dict[str, Any]):
+    """The state a ``ToolNode`` given a bare list of messages hands its tools:
+    ``{messages_key: the list}`` (LangGraph's); other fields cannot be injected."""
 
 
 def live_state_writes(result: Any, lives: list[Any], state: Any, call_id: Any, name: str,
@@ -162,6 +227,7 @@ def state_update_of(value: dict[Any, Any], selected: Any,
 
 __all__ = [
     "InjectedConfig", "InjectedIdempotencyKey", "InjectedLiveState", "InjectedState",
-    "InjectedToolCallId",
+    "InjectedToolArg", "InjectedToolCallId", "MessagesOnlyState", "MissingStateAttribute",
+    "MissingStateKey", "StateInjectionError", "StateShapeError",
     "state_update_of",
 ]
