@@ -28,13 +28,7 @@ from threadloom.engine.runtime import propagate_metadata
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import schema_kind, state_builder
-from threadloom.engine.stream import (
-    StreamSink,
-    normalize_modes,
-    shape,
-    values_of,
-    with_interrupts,
-)
+from threadloom.engine.stream import StreamSink, normalize_modes, shape, values_of, with_interrupts
 from threadloom.engine.sync import (
     _in_running_loop,
     iterate_on_private_loop,
