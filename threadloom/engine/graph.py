@@ -389,12 +389,7 @@ class StateGraph:
         validate(self, before + after)
         self.compiled = True
         return CompiledGraph(
-            self,
-            checkpointer=checkpointer,
-            interrupt_before=frozenset(before),
-            interrupt_after=frozenset(after),
-            durability=durability,
-            name=name or "graph",
-            busy_timeout=busy_timeout,
-        )
+            self, checkpointer=checkpointer, interrupt_before=frozenset(before),
+            interrupt_after=frozenset(after), durability=durability, name=name or "graph",
+            busy_timeout=busy_timeout)
 
