@@ -120,6 +120,9 @@ async def _apply(
     first = updates[0].as_node
     if len(updates) == 1 and first is None and (saved is None or start_writes(saved) is not None):
         updates = [updates[0]._replace(as_node=START)]  # nothing ran yet: it is the input
+    elif len(updates) == 1 and first is None and saved is not None:
+        if (ran := await _last_node(graph, loop, saved)) is not None:
+            updates = [updates[0]._replace(as_node=ran)]
     step = loop.step + 1
     tasks: list[Task] = []
     results: list[TaskResult] = []
@@ -154,6 +157,31 @@ async def _apply(
         if carried := carried_through_update(saved, writes):
             await loop.cp_call("put_writes", loop.checkpoint_config, carried, CARRIER)
     return loop.checkpoint_config
+
+
+async def _last_node(
+    graph: CompiledGraph, loop: RunLoop, saved: CheckpointTuple
+) -> str | None:
+    """The node an ``update_state`` without ``as_node`` is applied as, as LangGraph infers
+    it: the one node whose task ran in the step that saved ``saved`` (a ``"loop"``
+    checkpoint: the next tasks of its parent when that is the step before, else, under
+    ``durability="exit"``, the nodes its metadata says wrote). None when several nodes ran,
+    or the checkpoint is not a step's: the update then keeps the saved next tasks
+    (LangGraph raises "Ambiguous update" when several ran), which also refuses a thread
+    whose next tasks name nodes this graph lacks."""
+    meta = saved.metadata
+    pending = {t if isinstance(t, str) else t.get("node") for t in saved.checkpoint["next"]}
+    if meta.get("source") != "loop" or not pending <= graph.nodes.keys():
+        return None
+    parent = None
+    if saved.parent_config is not None:
+        parent = await loop.cp_call("get_tuple", saved.parent_config)
+    if parent is not None and parent.metadata.get("step") == meta.get("step", 0) - 1:
+        ran = {t if isinstance(t, str) else t.get("node") for t in parent.checkpoint["next"]}
+        ran.discard(START)
+    else:
+        ran = set(meta.get("writes") or ())
+    return ran.pop() if len(ran) == 1 else None
 
 
 async def _record_results(

@@ -316,10 +316,15 @@ def schema_keys(schema: Any) -> tuple[str, ...]:
 def update_from_object(obj: Any) -> dict[str, Any] | None:
     """Turn a dataclass or pydantic instance returned by a node into an update dict.
 
-    Only explicitly-set fields count for pydantic models. Returns None for other objects.
+    For a pydantic model a field counts, as in LangGraph, unless its value is ``None``, its
+    default is ``None`` and it was not set explicitly (so a field filled by a non-``None``
+    default or ``default_factory`` is an update). Returns None for other objects.
     """
     if hasattr(obj, "model_fields_set") and hasattr(obj, "model_dump"):
-        return {k: getattr(obj, k) for k in obj.model_fields_set}
+        given = obj.model_fields_set
+        return {k: value for k, field in type(obj).model_fields.items()
+                if (value := getattr(obj, k)) is not None or field.default is not None
+                or k in given}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     return None

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class StateTask(NamedTuple):
     """A task of the snapshot's ``next`` step, as LangGraph's ``PregelTask``.
 
-    ``path``: ``(PULL, name)`` for a task an edge triggered, ``(PUSH, index)`` for one a
+    ``path``: ``(PULL, name)`` for a task an edge triggered, ``(PUSH, index, False)`` for one a
     ``Send`` made. ``error``/``interrupts``: what it saved when it failed or paused.
     ``state``, for a task that runs a subgraph (or a graph invoked inside its node), as
     LangGraph's ``PregelTask.state``: with ``get_state(subgraphs=True)`` the subgraph's
@@ -115,7 +115,7 @@ def saved_tasks(
     tasks = []
     for index, name in enumerate(names):
         tid = task_id(cid, step, index, name)
-        path = (PULL, name) if index < pulled else (PUSH, index - pulled)
+        path = (PULL, name) if index < pulled else (PUSH, index - pulled, False)
         writes = written.get(tid)
         result = task_result(writes) if writes is not None or tid in done else None
         tasks.append(StateTask(tid, name, path, errors.get(tid), interrupts.get(tid, ()),

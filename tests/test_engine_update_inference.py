@@ -1,0 +1,83 @@
+"""LangGraph details of updates: a pydantic node output's defaulted fields, the node an
+``update_state`` without ``as_node`` is applied as, and the path of a pending Send task."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+from pydantic import BaseModel, Field
+
+from threadloom import InMemoryCheckpointer, Send, StateGraph
+from threadloom.engine.snapshot import PUSH
+from threadloom.types import START
+
+
+class Docs(BaseModel):
+    docs: Annotated[list[str], operator.add] = Field(default_factory=list)
+    note: str | None = None
+
+
+class MoreDocs(BaseModel):
+    docs: list[str] = Field(default_factory=lambda: ["doc3"])
+    note: str | None = None
+
+
+def test_a_pydantic_output_counts_fields_filled_by_a_default_factory() -> None:
+    # LangGraph keeps a field unless it is None, defaults to None and was not set
+    builder = StateGraph(Docs)
+    builder.add_node("one", lambda s: {"docs": ["doc1"]})
+    builder.add_node("two", lambda s: MoreDocs())
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    out = builder.compile().invoke({"docs": []})
+    assert out == {"docs": ["doc1", "doc3"], "note": None}
+
+
+class S(TypedDict):
+    x: Annotated[list, operator.add]
+
+
+def _send_graph() -> StateGraph:
+    def route(s: S) -> list[Send]:
+        return [Send("foo", {"x": ["q"]})] if s["x"][-1] == "a" else []
+
+    b = StateGraph(S)
+    b.add_node("agent", lambda s: {"x": ["a"]})
+    b.add_node("foo", lambda s: {"x": ["f"]})
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", route)
+    return b
+
+
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+def test_update_without_as_node_is_applied_as_the_node_that_ran(durability: str) -> None:
+    app = _send_graph().compile(checkpointer=InMemoryCheckpointer(), interrupt_before=["foo"])
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"x": []}, cfg, durability=durability)
+    state = app.get_state(cfg)
+    assert state.next == ("foo",)
+    assert [t.path for t in state.tasks] == [(PUSH, 0, False)]  # LangGraph 1.x's push path
+    # applied as "agent" (the node that ran last): its edge routes again and sends nothing
+    app.update_state(cfg, {"x": ["u"]})
+    after = app.get_state(cfg)
+    assert after.next == () and after.values == {"x": ["a", "u"]}
+    assert after.metadata["source"] == "update"
+    assert app.invoke(None, cfg) == {"x": ["a", "u"]}
+
+
+def test_update_after_a_step_of_several_nodes_keeps_the_saved_next_tasks() -> None:
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"x": ["a"]})
+    b.add_node("b", lambda s: {"x": ["b"]})
+    b.add_node("c", lambda s: {"x": ["c"]})
+    b.add_edge(START, "a")
+    b.add_edge(START, "b")
+    b.add_edge(["a", "b"], "c")
+    app = b.compile(checkpointer=InMemoryCheckpointer(), interrupt_before=["c"])
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"x": []}, cfg)
+    app.update_state(cfg, {"x": ["u"]})  # LangGraph: "Ambiguous update"; kept as is here
+    assert app.get_state(cfg).next == ("c",)
+    assert app.invoke(None, cfg) == {"x": ["a", "b", "u", "c"]}
