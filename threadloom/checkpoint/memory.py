@@ -260,6 +260,9 @@ class _MemoryTx:
         self.s._leases[thread_id] = lease
 
 
+_ASYNC_METHODS = ("aget_tuple", "alist", "aput", "aput_writes", "adelete_thread", "aprune")
+
+
 class InMemoryCheckpointer(StoredCheckpointer):
     """Checkpoints in this process's memory (tests, notebooks, short-lived servers).
 
@@ -271,10 +274,17 @@ class InMemoryCheckpointer(StoredCheckpointer):
         cache_size: decoded list values kept for O(delta) reloads.
 
     Thread-safe: one lock guards the store; values are encoded outside it. Calls do no
-    I/O, so the engine calls them directly even from async runs (``inline_io``).
+    I/O, so the engine calls them directly even from async runs (``inline_io``), unless
+    a subclass overrides an async method (``aput``, ``aget_tuple``...): an async run then
+    calls the async methods, as LangGraph's does, so the override runs.
     """
 
     inline_io = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if any(getattr(cls, m) is not getattr(InMemoryCheckpointer, m) for m in _ASYNC_METHODS):
+            cls.inline_io = False
 
     def __init__(
         self,
