@@ -81,3 +81,22 @@ def test_update_after_a_step_of_several_nodes_keeps_the_saved_next_tasks() -> No
     app.update_state(cfg, {"x": ["u"]})  # LangGraph: "Ambiguous update"; kept as is here
     assert app.get_state(cfg).next == ("c",)
     assert app.invoke(None, cfg) == {"x": ["a", "b", "u", "c"]}
+
+
+def test_an_update_keeps_the_task_of_a_completed_join_and_drops_plain_edges() -> None:
+    b = StateGraph(S)
+    for name in ("one", "slow", "two", "join", "after_two"):
+        b.add_node(name, lambda s, n=name: {"x": [n]})
+    b.add_edge(START, "one")
+    b.add_edge(START, "slow")
+    b.add_edge("one", "two")
+    b.add_edge(["two", "slow"], "join")
+    b.add_edge("two", "after_two")
+    app = b.compile(checkpointer=InMemoryCheckpointer(), interrupt_before=["join", "after_two"])
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"x": []}, cfg)
+    assert app.get_state(cfg).next == ("join", "after_two")
+    app.update_state(cfg, {"x": ["u"]}, as_node="slow")  # slow routes only to the join
+    # the join's barrier is still complete; after_two's plain edge lasted one step
+    assert app.get_state(cfg).next == ("join",)
+    assert app.invoke(None, cfg)["x"][-2:] == ["u", "join"]

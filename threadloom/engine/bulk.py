@@ -138,7 +138,7 @@ async def _apply(
     loop.step = step
     updated = apply_writes(loop, writes, names)
     if any(u.as_node is not None for u in updates):
-        planned = await next_tasks(loop, tasks, results)
+        planned = _with_joined(graph, saved, await next_tasks(loop, tasks, results))
     elif saved is not None:
         kept = plan_from_saved(loop, saved)
         planned = Planned(kept.tasks, kept.sends)
@@ -157,6 +157,22 @@ async def _apply(
         if carried := carried_through_update(saved, writes):
             await loop.cp_call("put_writes", loop.checkpoint_config, carried, CARRIER)
     return loop.checkpoint_config
+
+
+def _with_joined(graph: CompiledGraph, saved: CheckpointTuple | None, planned: Planned) -> Planned:
+    """``planned`` plus the saved next tasks that a completed join (``add_edge([a, b], c)``)
+    triggered: as in LangGraph, an update drops the pending tasks of plain edges and Sends
+    (their channels last one step) but not those of a join, whose barrier stays complete
+    until its node runs."""
+    if saved is None or not graph.join_index:
+        return planned
+    joined = {target for entries in graph.join_index.values() for target, _, _ in entries}
+    kept = [t for t in saved.checkpoint["next"]
+            if isinstance(t, str) and t in joined and t not in planned.tasks]
+    if not kept:
+        return planned
+    order = {name: i for i, name in enumerate(graph.nodes)}
+    return Planned(sorted([*planned.tasks, *kept], key=order.__getitem__), planned.sends)
 
 
 async def _last_node(

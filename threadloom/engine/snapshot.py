@@ -140,9 +140,13 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
     step = int(saved.metadata.get("step", -1)) + 1
     tasks = saved_tasks(cp["id"], step, names, len(planned.tasks), saved.pending_writes,
                         tuple(getattr(graph, "output_keys", graph.specs)))
+    if len(tasks) > 1:  # LangGraph's order: Send tasks, then edge tasks in node order
+        order = {name: i for i, name in enumerate(graph.nodes)}
+        tasks.sort(key=lambda t: (t.path[0] == PULL, order.get(t.name, -1) if t.path[0] == PULL
+                                  else t.path[1]))
     return StateSnapshot(
         values=values,
-        next=tuple(names),
+        next=tuple(t.name for t in tasks),
         config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
         metadata=shown_metadata(saved.metadata),
         created_at=cp.get("ts"),
