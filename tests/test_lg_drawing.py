@@ -153,3 +153,29 @@ def test_xray_trims_a_subgraph_start_with_one_way_out():
     text = g.compile().get_graph(xray=1).draw_mermaid(with_styles=False)
     assert text.splitlines()[1:] == [
         "\t__start__ --> inner\\3aup;", "\tinner\\3aup --> side;", "\tside --> __end__;"]
+
+
+def test_a_node_that_leads_nowhere_is_drawn_dotted_to_each_deferred_node() -> None:
+    # LangGraph 1.2: the dead end runs on into the deferred nodes, so no edge to END
+    from typing import TypedDict
+
+    from threadloom import StateGraph
+
+    class S(TypedDict, total=False):
+        q: str
+
+    w = StateGraph(S)
+    for name in ("rw", "a1", "r1"):
+        w.add_node(name, lambda s: {})
+    w.add_node("qa", lambda s: {}, defer=True)
+    w.add_node("qb", lambda s: {}, defer=True)
+    w.set_entry_point("rw")
+    w.add_edge("rw", "r1")
+    w.add_edge("r1", "a1")
+    w.add_edge("rw", "qa")
+    w.add_edge("rw", "qb")
+    lines = [x.strip() for x in w.compile().get_graph().draw_mermaid(with_styles=False)
+             .splitlines() if "-" in x]
+    assert lines == ["__start__ --> rw;", "a1 -.-> qa;", "a1 -.-> qb;", "r1 --> a1;",
+                     "rw --> qa;", "rw --> qb;", "rw --> r1;", "qa --> __end__;",
+                     "qb --> __end__;"]

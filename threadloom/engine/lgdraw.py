@@ -102,6 +102,7 @@ def lg_graph(compiled: Any, xray: int | bool = False) -> Drawn:
             meta["__interrupt"] = ",".join(marks)
         kind = _GRAPH_ID if spec.subgraph is not None else _FUNCTION_ID
         drawn.nodes[name] = DrawnNode(name, kind, meta)
+    edges = _to_deferred(builder, edges)
     for src, dst, cond, label in sorted(edges, key=_edge_key):
         drawn.add_edge(src, dst, label if label != dst else None, cond)
     termini = {d for _, d, _, _ in edges if d != END} - {s for s, _, _, _ in edges}
@@ -116,6 +117,16 @@ def lg_graph(compiled: Any, xray: int | bool = False) -> Drawn:
             if spec.subgraph is not None:
                 _splice(drawn, name, lg_graph(spec.subgraph, deeper))
     return drawn
+
+
+def _to_deferred(builder: StateGraph, edges: Any) -> Any:
+    """``edges`` plus, as LangGraph draws them, a dotted edge from each node that leads
+    nowhere to each deferred node (``defer=True``), which runs once the others end."""
+    deferred = [name for name, spec in builder.nodes.items() if spec.defer]
+    if not deferred:
+        return edges
+    ends = {d for _, d, _, _ in edges if d != END} - {s for s, _, _, _ in edges}
+    return [*edges, *((t, d, True, None) for t in sorted(ends - set(deferred)) for d in deferred)]
 
 
 def _edge_key(edge: tuple[str, str, bool, str | None]) -> tuple[str, str, bool, bool, str]:
