@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import BaseChatModel, ChatModel, ChunkAccumulator, guard_tool_calls, tool_to_openai
+from .bound import BoundChatModel
 from .cassette import CassetteMismatchError, RecordingChatModel, ReplayChatModel
 from .scripted import ScriptedChatModel
 
@@ -27,6 +28,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BaseChatModel",
+    "BoundChatModel",
     "CassetteMismatchError",
     "ChatModel",
     "ChunkAccumulator",

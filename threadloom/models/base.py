@@ -25,6 +25,7 @@ from threadloom.messages import (
     BaseMessage,
     convert_to_messages,
 )
+from threadloom.models.bound import BoundChatModel
 from threadloom.models.tool_calls import (
     MAX_TOOL_CALLS,
     ChunkAccumulator,
@@ -145,6 +146,19 @@ class BaseChatModel:
 
     def _accumulator(self) -> ChunkAccumulator:
         return ChunkAccumulator(max_tool_calls=self.max_tool_calls, where=self._where())
+
+    # -- LangChain's bindings -------------------------------------------------------------
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
+                   **kwargs: Any) -> BoundChatModel:
+        """This model with ``tools`` (and ``tool_choice``, other call arguments) given to
+        every call, as LangChain's ``bind_tools``; ``model.invoke(messages, tools=...)``
+        is the same call. Returns a ``BoundChatModel``."""
+        return BoundChatModel(self, {"tools": list(tools)}).bind(tool_choice=tool_choice,
+                                                                  **kwargs)
+
+    def bind(self, **kwargs: Any) -> BoundChatModel:
+        """This model with ``kwargs`` given to every call, as LangChain's ``bind``."""
+        return BoundChatModel(self, {}).bind(**kwargs)
 
     # -- entry points ---------------------------------------------------------------------
     @staticmethod
