@@ -17,31 +17,22 @@ the tool strategy.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from threadloom.errors import ThreadloomError
 from threadloom.messages import ToolMessage
+from threadloom.models.structured_output import (
+    StructuredOutputError,
+    parse_json_text,
+    schema_response_format,
+    schema_tool,
+)
+from threadloom.models.structured_output import problems as _problems
 
 STRUCTURED_EXIT = "structured_response"
-
-
-class StructuredOutputError(ThreadloomError, ValueError):
-    """The model's structured reply could not be validated against the schema.
-
-    Attributes:
-        schema_name: the schema's name.
-        raw: the text or arguments the model gave.
-    """
-
-    def __init__(self, message: str, *, schema_name: str, raw: Any) -> None:
-        super().__init__(message)
-        self.schema_name = schema_name
-        self.raw = raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +54,7 @@ class ToolStrategy:
 
     def tool_dict(self) -> dict[str, Any]:
         """The OpenAI ``tools[]`` entry offered to the model."""
-        doc = (self.schema.__doc__ or "").strip()
-        description = doc or f"Return the final answer as a {self.schema.__name__} object."
-        return {"type": "function", "function": {
-            "name": self.name, "description": description,
-            "parameters": self.schema.model_json_schema()}}
+        return schema_tool(self.schema, self.name)
 
     def answer(self, call: dict[str, Any]) -> tuple[ToolMessage, BaseModel | None]:
         """Validate a call of the synthetic tool: ``(tool message, value or None)``."""
@@ -97,9 +84,7 @@ class ProviderStrategy:
 
     def response_format(self) -> dict[str, Any]:
         """The OpenAI ``response_format`` dict sent with every model call."""
-        name = re.sub(r"[^a-zA-Z0-9_-]", "_", self.schema.__name__)[:64]
-        return {"type": "json_schema", "json_schema": {
-            "name": name, "schema": self.schema.model_json_schema(), "strict": self.strict}}
+        return schema_response_format(self.schema, self.strict)
 
     def parse(self, text: str) -> BaseModel:
         """Validate the reply text (JSON, optionally inside a ``` fence).
@@ -107,17 +92,7 @@ class ProviderStrategy:
         Raises:
             StructuredOutputError: the text is not JSON or does not match the schema.
         """
-        body = text.strip()
-        fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
-        if fenced:
-            body = fenced.group(1)
-        try:
-            return self.schema.model_validate_json(body)
-        except ValidationError as exc:
-            raise StructuredOutputError(
-                f"the model's reply does not match {self.schema.__name__}: {_problems(exc)}; "
-                f"reply: {text[:200]!r}", schema_name=self.schema.__name__, raw=text,
-            ) from exc
+        return parse_json_text(self.schema, text)  # type: ignore[no-any-return]
 
 
 Strategy = ToolStrategy | ProviderStrategy
@@ -145,13 +120,6 @@ def resolve_strategy(response_format: Any, model: Any) -> Strategy | None:
             f"response_format uses the tool strategy but model {model!r} cannot take tools; "
             "use a model with supports_structured_output=True or ProviderStrategy(...)")
     return strategy
-
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-        for err in exc.errors()
-    ) or json.dumps(str(exc))
 
 
 __all__ = [

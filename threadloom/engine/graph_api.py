@@ -33,13 +33,13 @@ def schema_json(schema: Any, name: str = "State") -> dict[str, Any]:
         if dataclasses.is_dataclass(schema):
             return _dataclass_model(schema, name).model_json_schema()
         if typing.is_typeddict(schema) and sys.version_info < (3, 12):
-            schema = _portable_typeddict(schema)  # pydantic's rule before 3.12
+            schema = portable_typeddict(schema)  # pydantic's rule before 3.12
         return TypeAdapter(schema).json_schema()
     except Exception:  # noqa: BLE001 - an arbitrary field type has no JSON schema
         return {"title": getattr(schema, "__name__", name), "type": "object"}
 
 
-def _portable_typeddict(schema: Any) -> Any:
+def portable_typeddict(schema: Any) -> Any:
     """A ``typing_extensions.TypedDict`` with ``schema``'s keys, types and required keys
     (pydantic takes only those before Python 3.12)."""
     hints = typing.get_type_hints(schema)

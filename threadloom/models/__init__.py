@@ -12,6 +12,7 @@ from .base import BaseChatModel, ChatModel, ChunkAccumulator, guard_tool_calls, 
 from .bound import BoundChatModel
 from .cassette import CassetteMismatchError, RecordingChatModel, ReplayChatModel
 from .scripted import ScriptedChatModel
+from .structured_output import StructuredChatModel, StructuredOutputError
 
 if TYPE_CHECKING:
     from .openai import OpenAIChatModel
@@ -29,6 +30,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BaseChatModel",
     "BoundChatModel",
+    "StructuredChatModel",
+    "StructuredOutputError",
     "CassetteMismatchError",
     "ChatModel",
     "ChunkAccumulator",

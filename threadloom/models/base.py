@@ -26,6 +26,7 @@ from threadloom.messages import (
     convert_to_messages,
 )
 from threadloom.models.bound import BoundChatModel
+from threadloom.models.structured_output import StructuredChatModel
 from threadloom.models.tool_calls import (
     MAX_TOOL_CALLS,
     ChunkAccumulator,
@@ -159,6 +160,17 @@ class BaseChatModel:
     def bind(self, **kwargs: Any) -> BoundChatModel:
         """This model with ``kwargs`` given to every call, as LangChain's ``bind``."""
         return BoundChatModel(self, {}).bind(**kwargs)
+
+    def with_structured_output(self, schema: Any, *, method: str | None = None,
+                               include_raw: bool = False, **_: Any) -> StructuredChatModel:
+        """This model answering with ``schema`` values (a pydantic class: instances; a
+        ``TypedDict`` or JSON-schema dict: dicts), as LangChain's
+        ``with_structured_output``; see ``threadloom.models.structured_output``.
+
+        Raises:
+            ValueError: an unknown ``method``.
+        """
+        return StructuredChatModel(self, schema, method=method, include_raw=include_raw)
 
     # -- entry points ---------------------------------------------------------------------
     @staticmethod

@@ -46,6 +46,14 @@ class BoundChatModel:
         """These bindings plus ``kwargs`` (later bindings win)."""
         return BoundChatModel(self.bound_model, self._args(kwargs))
 
+    def with_structured_output(self, schema: Any, *, method: str | None = None,
+                               include_raw: bool = False, **_: Any) -> Any:
+        """The bound model answering with ``schema`` values (see
+        ``BaseChatModel.with_structured_output``)."""
+        from threadloom.models.structured_output import StructuredChatModel
+
+        return StructuredChatModel(self, schema, method=method, include_raw=include_raw)
+
     def invoke(self, messages: Any, **kwargs: Any) -> AIMessage:
         """The model's ``invoke`` with the bound arguments."""
         return self.bound_model.invoke(messages, **self._args(kwargs))  # type: ignore[no-any-return]
