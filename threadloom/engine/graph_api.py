@@ -103,6 +103,19 @@ class GraphApi:
         name = getattr(self, "name", None)
         return "LangGraph" if name in (None, "graph", "LangGraph") else str(name)
 
+    def astream_events(self, input: Any, config: Any = None, *, version: str = "v2",
+                       **kwargs: Any) -> Any:
+        """LangChain's ``astream_events`` v2 for this graph: an async iterator of event
+        dicts (``on_chain_start``/``stream``/``end`` of the graph and its node tasks,
+        ``on_chat_model_stream`` per token chunk); see ``threadloom.engine.events``.
+
+        Raises:
+            ValueError: ``version`` other than ``"v2"``, or ``stream_mode``/``subgraphs``.
+        """
+        from threadloom.engine.events import astream_events
+
+        return astream_events(self, input, config, version=version, **kwargs)
+
     def with_config(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """A copy of the graph that runs with ``config`` (and ``kwargs``, e.g.
         ``run_name=...``) under each call's own config."""

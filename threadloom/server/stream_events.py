@@ -1,41 +1,18 @@
 """``stream_mode: "events"``: LangChain's callback events (``astream_events`` v2 shapes),
-built from the engine's ``debug`` and ``messages`` streams.
-
-Each arrives as SSE event ``events`` with data ``{"event", "name", "run_id", "tags",
-"metadata", "data", "parent_ids"}``:
-
-- ``on_chain_start`` / ``on_chain_end`` of the graph (``run_id``: the server run's id,
-  ``data.input`` / ``data.output`` the final values) around the whole run;
-- ``on_chain_start`` / ``on_chain_end`` of each node's task (``data.input``: the state it
-  read; ``data.output``: its writes), tagged ``graph:step:N``, the node's
-  ``on_chain_stream`` (``data.chunk``: its writes) before its end and the graph's
-  (``{node: writes}``) after it, with ``langgraph_node``,
-  ``langgraph_step``, ``langgraph_triggers``, ``langgraph_path`` and
-  ``langgraph_checkpoint_ns`` in ``metadata`` besides the run's metadata;
-- ``on_chat_model_stream`` for each model token chunk (``data.chunk``), child of its
-  node's task.
-
-Only the root graph's nodes are reported (a subgraph's inner nodes are not), and the
-chat model's own start/end events are not sent; a model's events are named
-``ChatModel`` (LangChain names them after the model's class). Ids of tasks and model calls are
-``uuid5`` of the run's id, so a replay gives the same ids.
-"""
+each sent as SSE event ``events`` with the event dict as data; the events are the
+engine's (``threadloom.engine.events``, also behind ``CompiledGraph.astream_events``)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from threadloom.messages.types import AIMessageChunk
+from threadloom.engine.events import MODEL_NAME, EventBuilder
 from threadloom.server.wire import dumps
-
-_NS = uuid.UUID("8d5b1c8e-3a4e-4f8e-9b1e-6d0c5a7f2b10")
-MODEL_NAME = "ChatModel"  # the engine's stream does not say which model class spoke
 
 
 class EventsMapper:
-    """The ``events`` of one run.
+    """The ``events`` of one server run, as ``("events", json)`` pairs.
 
     Args:
         run_id: the server run's id (the graph's ``run_id`` in its events).
@@ -44,79 +21,23 @@ class EventsMapper:
     """
 
     def __init__(self, run_id: str, graph_name: str, metadata: dict[str, Any]) -> None:
-        self.run_id = run_id
-        # the engine's default name is "graph"; LangGraph's, which its events carry
-        self.graph_name = "LangGraph" if graph_name == "graph" else graph_name
-        self.metadata = metadata
-        self._ns = uuid.uuid5(_NS, run_id)
-        self._tasks: dict[str, tuple[str, dict[str, Any], Any]] = {}  # task: id, meta, in
-        self._input: Any = None
-
-    def _id(self, kind: str, key: str) -> str:
-        return str(uuid.uuid5(self._ns, f"{kind}:{key}"))
-
-    def _event(self, event: str, name: str, run_id: str, tags: list[str],
-               metadata: dict[str, Any], data: dict[str, Any], parents: list[str]
-               ) -> tuple[str, str]:
-        return "events", dumps({"event": event, "name": name, "run_id": run_id,
-                                "tags": tags, "metadata": metadata, "data": data,
-                                "parent_ids": parents})
+        self.builder = EventBuilder(run_id, graph_name, metadata)
 
     def start(self, graph_input: Any) -> tuple[str, str]:
         """The graph's ``on_chain_start``."""
-        self._input = graph_input
-        return self._event("on_chain_start", self.graph_name, self.run_id, [],
-                           dict(self.metadata), {"input": graph_input}, [])
+        return "events", dumps(self.builder.start(graph_input))
 
     def end(self, output: Any) -> tuple[str, str]:
         """The graph's ``on_chain_end``."""
-        return self._event("on_chain_end", self.graph_name, self.run_id, [],
-                           dict(self.metadata), {"input": self._input, "output": output}, [])
+        return "events", dumps(self.builder.end(output))
 
     def debug(self, payload: Any) -> Iterable[tuple[str, str]]:
-        """A node task's ``on_chain_start`` (``task``), or its ``on_chain_stream``,
-        ``on_chain_end`` and the graph's ``on_chain_stream`` (``task_result``), from one
-        engine ``debug`` event."""
-        if not isinstance(payload, dict) or payload.get("type") not in ("task", "task_result"):
-            return
-        task = payload.get("payload") or {}
-        name, step, key = str(task.get("name")), payload.get("step"), str(task.get("id"))
-        if name.startswith("__"):  # the input step (``__start__``): LangGraph reports none
-            return
-        if payload["type"] == "task":
-            meta = {**self.metadata, "langgraph_step": step, "langgraph_node": name,
-                    "langgraph_triggers": list(task.get("triggers") or ("branch:to:" + name,)),
-                    "langgraph_path": ["__pregel_pull", name],
-                    "langgraph_checkpoint_ns": f"{name}:{task.get('id')}"}
-            task_id = self._id("task", key)
-            self._tasks[key] = (task_id, meta, task.get("input"))
-            yield self._event("on_chain_start", name, task_id, [f"graph:step:{step}"], meta,
-                              {"input": task.get("input")}, [self.run_id])
-            return
-        task_id, meta, task_input = self._tasks.pop(key, (self._id("task", key),
-                                                         dict(self.metadata), None))
-        tags = [f"graph:step:{step}"]
-        result = task.get("result")
-        failed = bool(task.get("error"))
-        if not failed:
-            yield self._event("on_chain_stream", name, task_id, tags, meta, {"chunk": result},
-                              [self.run_id])
-        data: dict[str, Any] = {"input": task_input, "output": result}
-        if failed:
-            data["error"] = task["error"]
-        yield self._event("on_chain_end", name, task_id, tags, meta, data, [self.run_id])
-        if not failed:
-            yield self._event("on_chain_stream", self.graph_name, self.run_id, [],
-                              dict(self.metadata), {"chunk": {name: result}}, [])
+        """The events of one engine ``debug`` event (see ``EventBuilder.debug``)."""
+        return [("events", dumps(e)) for e in self.builder.debug(payload)]
 
     def token(self, chunk: Any, meta: dict[str, Any]) -> Iterable[tuple[str, str]]:
         """``on_chat_model_stream`` of one model chunk (other messages send none)."""
-        if not isinstance(chunk, AIMessageChunk):
-            return
-        # the task's id: the last part of its namespace, ``"node:task_id"``
-        task_key = str(meta.get("langgraph_checkpoint_ns", "")).rpartition("|")[2].partition(":")[2]
-        parent = self._tasks.get(task_key)
-        parents = [self.run_id] + ([parent[0]] if parent else [])
-        yield self._event("on_chat_model_stream", MODEL_NAME,
-                          self._id("model", f"{task_key}:{chunk.id}"), [],
-                          {**self.metadata, **meta}, {"chunk": chunk}, parents)
+        return [("events", dumps(e)) for e in self.builder.token(chunk, meta)]
+
+
+__all__ = ["MODEL_NAME", "EventsMapper"]
