@@ -259,7 +259,8 @@ def test_state_standalone_and_its_api() -> None:
     assert lists.get("docs") == ["c"]
     restored = State.from_dict(my_state.to_dict())
     assert restored.data == my_state.data
-    assert set(my_state.to_dict(skip_keys=["user_name"])["data"]) == {"gh_repo_name"}
+    assert set(my_state.to_dict(skip_keys=["user_name"])["data"]["serialized_data"]) == {
+        "gh_repo_name"}
     with pytest.raises(ValueError):
         State({"x": {"type": "not a type"}})
 

@@ -17,6 +17,7 @@ time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -235,6 +236,8 @@ class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
         if isinstance(context, RunOptions):
             return input, context
         callback = self.config.get("streaming_callback")
+        if options.get("_blocking_ok"):
+            _refuse_async_callbacks(callback, options, input)
         passthrough = bool(self.config.get("enable_streaming_callback_passthrough"))
         if type(input) is dict and _RUN_OPTIONS.isdisjoint(input) and _RUN_OPTIONS.isdisjoint(
                 options):  # the usual call: no run-time options anywhere
@@ -361,6 +364,20 @@ class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
                 f"tools={[t.name for t in self.tools]})")
+
+
+def _refuse_async_callbacks(init: Any, options: Mapping[str, Any], input: Any) -> None:
+    """A sync run (``run``, ``invoke``, ``stream``) cannot await an async
+    ``streaming_callback``: ``ValueError``, with Haystack's messages."""
+    runtime = options.get("streaming_callback")
+    if runtime is None and isinstance(input, Mapping):
+        runtime = input.get("streaming_callback")
+    for which, callback in (("init", init), ("runtime", runtime)):
+        if callback is not None and (inspect.iscoroutinefunction(callback) or
+                                     inspect.iscoroutinefunction(type(callback).__call__)):
+            raise ValueError(
+                f"The {which} callback cannot be a coroutine. A sync run cannot await "
+                "an async streaming_callback: use run_async()/ainvoke(), or a sync callback")
 
 
 def _result_attributes(run_span: Any, out: dict[str, Any]) -> None:
