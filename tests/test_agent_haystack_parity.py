@@ -150,3 +150,28 @@ def test_hooks_append_messages_as_haystack_and_the_graph_merges_by_id() -> None:
         messages=[HumanMessage("hi")])
     assert [m.text for m in out["messages"]] == ["BRIEF", "ok"]
     assert isinstance(out["messages"][1], AIMessage)
+
+
+# -- to_dict names the streaming callback (the Haystack guide's serialization list) ------
+
+
+def print_chunk(chunk: Any) -> None:
+    """A module-level streaming callback (importable by path)."""
+
+
+def test_to_dict_writes_the_streaming_callback_and_from_dict_imports_it_if_allowed() -> None:
+    from threadloom.agent.builder import Agent
+    from threadloom.errors import SecurityError
+
+    agent = create_agent(ScriptedChatModel(["x"]), [weather], streaming_callback=print_chunk,
+                         enable_streaming_callback_passthrough=True)
+    params = agent.to_dict()["init_parameters"]
+    assert params["streaming_callback"] == f"{__name__}:print_chunk"
+    assert params["enable_streaming_callback_passthrough"] is True
+    loaded = Agent.from_dict(agent.to_dict(), allowed_modules=[__name__])
+    assert loaded.config["streaming_callback"] is print_chunk
+    assert loaded.config["enable_streaming_callback_passthrough"] is True
+    with pytest.raises(SecurityError):
+        Agent.from_dict(agent.to_dict())  # this module is not allowed
+    assert "streaming_callback" not in create_agent(ScriptedChatModel(["x"])).to_dict()[
+        "init_parameters"]
