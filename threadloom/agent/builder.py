@@ -36,7 +36,7 @@ from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import RunOptions
-from threadloom.agent.schemas import build_schemas
+from threadloom.agent.schemas import OWNED_KEYS, build_schemas
 from threadloom.agent.streams import QuietSteps, default_mode
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
@@ -165,7 +165,7 @@ def create_agent(
         ToolStep(by_name, tool_node, strategy, tool_wrappers),
         HookRunner(hook_map, bridge), rules, prompts, strategy, schemas.defaults,
     )
-    builder = StateGraph(schemas.state, input_schema=schemas.state,
+    builder = StateGraph(schemas.state, input_schema=schemas.input,
                          output_schema=schemas.output)
     for node, fn in nodes.node_functions().items():
         builder.add_node(node, fn)
@@ -186,10 +186,7 @@ def create_agent(
 
 _DEFAULT_MODE = default_mode()
 _RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})
-_OWNED = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reason", "last_message",
-                    "structured_response", "continue_run", "stop_run", "jump_to",
-                    "context_tokens"})
-"""Keys the agent writes during a run; a run's input may not set them."""
+_OWNED = OWNED_KEYS
 
 
 class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
