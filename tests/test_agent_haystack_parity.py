@@ -175,3 +175,32 @@ def test_to_dict_writes_the_streaming_callback_and_from_dict_imports_it_if_allow
         Agent.from_dict(agent.to_dict())  # this module is not allowed
     assert "streaming_callback" not in create_agent(ScriptedChatModel(["x"])).to_dict()[
         "init_parameters"]
+
+
+# -- a chat generator without a tools parameter (the Haystack guide, Agent.__init__) -----
+
+
+class _NoToolsGenerator:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def run(self, messages: list[Any]) -> dict[str, Any]:
+        from threadloom import AIMessage
+
+        self.calls.append({"messages": list(messages)})
+        return {"replies": [AIMessage("plain reply")]}
+
+
+def test_a_generator_without_tools_is_refused_tools_at_build_and_runs_without() -> None:
+    from threadloom.agent import ChatGeneratorModel
+
+    generator = _NoToolsGenerator()
+    model = ChatGeneratorModel(generator)
+    assert model.supports_tools is False
+    with pytest.raises(TypeError, match="_NoToolsGenerator does not accept tools parameter "
+                                        "in its run method"):
+        create_agent(model, [weather])
+    out = create_agent(model).run(messages=[HumanMessage("Hello")])
+    assert out["last_message"].text == "plain reply" and out["exit_reason"] == "text"
+    out = asyncio.run(create_agent(model).run_async(messages=[HumanMessage("Hello")]))
+    assert out["last_message"].text == "plain reply" and len(generator.calls) == 2

@@ -470,3 +470,44 @@ def test_run_time_tools_as_tool_objects() -> None:
     model = ScriptedChatModel(["x"])
     create_agent(model, [search]).run(messages="x", tools=[calculator])
     assert [t["function"]["name"] for t in model.calls[0]["tools"]] == ["calculator"]
+
+
+def test_a_chat_generator_whose_run_takes_no_tools_is_refused_at_init() -> None:
+    from threadloom.agent import ChatGeneratorModel
+
+    class TextOnly:  # run(messages) only: no tools parameter
+        def run(self, messages: list[Any]) -> dict[str, Any]:
+            return {"replies": [AIMessage("text")]}
+
+    with pytest.raises(TypeError, match="TextOnly does not accept tools"):
+        create_agent(ChatGeneratorModel(TextOnly()), tools=[search])
+    assert create_agent(ChatGeneratorModel(TextOnly())).run(
+        messages="x")["last_message"].text == "text"  # no tools: a plain LLM
+
+
+def test_a_template_variable_may_not_be_a_state_schema_key() -> None:
+    with pytest.raises(ValueError, match="already defined in the state schema"):
+        create_agent(ScriptedChatModel(["x"]), [], state_schema={"language": {"type": str}},
+                     user_prompt=USER_PROMPT)
+
+
+def test_content_filter_is_an_exit_reason() -> None:
+    model = ScriptedChatModel([{"content": "part", "finish_reason": "content_filter"}, "never"])
+    result = create_agent(model, [search]).run(messages="x")
+    assert result["exit_reason"] == "content_filter" and len(model.calls) == 1
+
+
+def test_after_tool_rewrites_the_result_before_the_next_llm_call() -> None:
+    from threadloom import ToolMessage
+
+    def redact(state: State) -> None:
+        last = state.get("messages")[-1]
+        if isinstance(last, ToolMessage):
+            short = last.model_copy(update={"content": last.text[:10] + "…"})
+            state.set("messages", [short])  # same id: replaces the result
+
+    model = ScriptedChatModel([_call("search", query="tip"), "ok"])
+    result = create_agent(model, [search], hooks={"after_tool": [redact]}).run(messages="x")
+    sent = model.calls[1]["messages"][-1]
+    assert sent.type == "tool" and sent.text == "In France,…"
+    assert [m.text for m in result["messages"] if m.type == "tool"] == ["In France,…"]

@@ -144,7 +144,9 @@ def create_agent(
             "threadloom.models.BaseChatModel)")
     if tool_list and not getattr(model, "supports_tools", True):
         raise TypeError(
-            f"model {model!r} cannot take tools (supports_tools is False) but "
+            f"create_agent(tools=...): {type(getattr(model, 'generator', model)).__name__} "
+            "does not accept tools parameter in its run method: it cannot take tools "
+            "(supports_tools is False), but "
             f"{len(tool_list)} tool(s) were given; use a tool-calling model or no tools")
     strategy = resolve_strategy(response_format, model)
     by_name = {t.name: t for t in tool_list}
