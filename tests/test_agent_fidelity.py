@@ -270,7 +270,7 @@ def test_state_refuses_invalid_schemas_and_skips_keys() -> None:
         State({}).set("any_key", 1)
     state = State({"n": {"type": int}, "k": {"type": str}}, {"n": 1, "k": "a"})
     assert set(state.to_dict(skip_keys=["n"])["schema"]) == {"k", "messages"}
-    assert state.to_dict(skip_keys=["n"])["data"] == {"k": "a"}
+    assert state.to_dict(skip_keys=["n"])["data"]["serialized_data"] == {"k": "a"}
 
 
 def test_hook_objects_and_the_haystack_lifecycle_names() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from threadloom.agent.hooks import HOOK_POINTS, hook, normalize_hooks, run_hooks
 from threadloom.agent.state import RESERVED_KEYS, State, validate_user_schema
-from threadloom.messages import AIMessage, HumanMessage
+from threadloom.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from threadloom.reducers import add_messages, merge_lists, replace_values
 
 SCHEMA = {"docs": {"type": list[str]}, "count": {"type": int}, "note": {"type": str}}
@@ -20,7 +20,7 @@ def test_default_handlers() -> None:
     state = State(SCHEMA)
     assert state.schema["docs"]["handler"] is merge_lists
     assert state.schema["count"]["handler"] is replace_values
-    assert state.schema["messages"]["handler"] is add_messages
+    assert state.schema["messages"]["handler"] is merge_lists  # as Haystack's State
     state.set("docs", ["a"])
     state.set("docs", ["b", "c"])
     state.set("docs", "d")
@@ -41,11 +41,18 @@ def test_handler_override_and_custom_handler() -> None:
     assert state.get("total") == 7
 
 
-def test_messages_use_add_messages() -> None:
-    state = State({}, {"messages": [HumanMessage("hi", id="h1")]})
-    state.set("messages", [("assistant", "hello")])
-    state.set("messages", [HumanMessage("hi again", id="h1")])  # same id replaces
-    msgs = state.get("messages")
+def test_messages_append_in_a_state_of_your_own() -> None:
+    # Haystack's State: ``messages`` is a list like any other (merge_lists appends); an
+    # add_messages handler given in the schema merges by id, as the agent's hooks see it
+    first = HumanMessage("hi", id="h1")
+    state = State({}, {"messages": [first]})
+    state.set("messages", [AIMessage("hello")])
+    state.set("messages", [first])
+    assert [m.text for m in state.get("messages")] == ["hi", "hello", "hi"]
+    by_id = State({"messages": {"type": list, "handler": add_messages}}, {"messages": [first]})
+    by_id.set("messages", [("assistant", "hello")])
+    by_id.set("messages", [HumanMessage("hi again", id="h1")])  # same id replaces
+    msgs = by_id.get("messages")
     assert [m.text for m in msgs] == ["hi again", "hello"]
     assert isinstance(msgs[1], AIMessage) and msgs[1].id
 
@@ -89,20 +96,51 @@ def test_malformed_schema(schema: dict[str, Any]) -> None:
         State(schema)
 
 
-def test_to_dict_from_dict_round_trip() -> None:
+def test_to_dict_writes_haystacks_form_and_reads_it_back(
+        caplog: pytest.LogCaptureFixture) -> None:
     when = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
-    state = State({**SCHEMA, "when": {"type": dt.datetime}},
-                  {"docs": ["a"], "count": 2, "when": when,
+    state = State({**SCHEMA, "when": {"type": dt.datetime}, "pair": {"type": tuple}},
+                  {"docs": ["a"], "count": 2, "when": when, "pair": (1, "x"),
                    "messages": [HumanMessage("hi", id="h1")]})
-    blob = state.to_dict()
-    assert blob["schema"]["docs"] == {"type": "list", "handler": "merge_lists"}
-    assert blob["schema"]["messages"]["handler"] == "add_messages"
+    with caplog.at_level("WARNING"):
+        blob = state.to_dict()
+    assert blob["schema"]["docs"] == {"type": "list[str]", "handler": HS + "merge_lists"}
+    assert blob["schema"]["when"] == {"type": "datetime.datetime",
+                                      "handler": HS + "replace_values"}
+    assert blob["schema"]["messages"] == {"type": f"list[{HS_MESSAGE}]",
+                                          "handler": HS + "merge_lists"}
+    data = blob["data"]
+    assert data["serialized_data"] == {
+        "docs": ["a"], "count": 2, "pair": [1, "x"],
+        "messages": [{"role": "user", "meta": {}, "name": None, "content": [{"text": "hi"}]}]}
+    assert data["serialization_schema"]["properties"]["pair"] == {
+        "type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+        "minItems": 2, "maxItems": 2}
+    # as Haystack: a value its form cannot hold is left out, with a warning naming it
+    assert "Failed to serialize the 'when' field of the agent's State data" in caplog.text
     back = State.from_dict(blob)
-    assert back.data == state.data
-    assert back.get("when") == when
+    assert back.data == {"docs": ["a"], "count": 2, "pair": (1, "x"),
+                         "messages": [HumanMessage("hi")]}  # Haystack's form has no ids
     assert back.schema["docs"]["handler"] is merge_lists
+    assert back.schema["messages"]["type"] == list[BaseMessage]
     back.set("docs", ["b"])
     assert back.get("docs") == ["a", "b"]
+
+
+def test_tool_messages_and_calls_in_haystacks_form() -> None:
+    ai = AIMessage("let me look", tool_calls=[{"name": "weather", "args": {"city": "Oslo"},
+                                               "id": "c1"}], response_metadata={"m": 1})
+    answer = ToolMessage("sunny", tool_call_id="c1", name="weather")
+    blob = State({}, {"messages": [ai, answer]}).to_dict()
+    call = {"tool_name": "weather", "arguments": {"city": "Oslo"}, "id": "c1", "extra": None}
+    assert blob["data"]["serialized_data"]["messages"] == [
+        {"role": "assistant", "meta": {"m": 1}, "name": None,
+         "content": [{"text": "let me look"}, {"tool_call": call}]},
+        {"role": "tool", "meta": {}, "name": None, "content": [{"tool_call_result": {
+            "result": "sunny", "origin": {**call, "arguments": {}}, "error": False}}]}]
+    again = State.from_dict(blob).data["messages"]
+    assert again[0].tool_calls[0]["args"] == {"city": "Oslo"}
+    assert again[1].tool_call_id == "c1" and again[1].text == "sunny"
 
 
 def test_from_dict_never_resolves_custom_handlers() -> None:
@@ -173,7 +211,7 @@ def test_from_dict_reads_haystacks_format() -> None:
     }
     state = State.from_dict(blob)
     assert state.schema["count"] == {"type": int, "handler": replace_values}
-    assert state.schema["messages"] == {"type": list, "handler": merge_lists}
+    assert state.schema["messages"] == {"type": list[BaseMessage], "handler": merge_lists}
     assert state.schema["info"]["type"] is dict
     user, ai, result = state.data["messages"]
     assert user == HumanMessage("hi")

@@ -259,7 +259,8 @@ def test_state_standalone_and_its_api() -> None:
     assert lists.get("docs") == ["c"]
     restored = State.from_dict(my_state.to_dict())
     assert restored.data == my_state.data
-    assert set(my_state.to_dict(skip_keys=["user_name"])["data"]) == {"gh_repo_name"}
+    assert set(my_state.to_dict(skip_keys=["user_name"])["data"]["serialized_data"]) == {
+        "gh_repo_name"}
     with pytest.raises(ValueError):
         State({"x": {"type": "not a type"}})
 
@@ -304,3 +305,209 @@ def test_lifecycle_clone_and_serialization() -> None:
     assert other.system_prompt == "B" and agent.system_prompt == "A"
     loaded = Agent.from_dict(agent.to_dict(), allowed_modules=[__name__])
     assert loaded.system_prompt == "A" and [t.name for t in loaded.tools] == ["search"]
+
+
+# -- what the guide says around its examples ----------------------------------------------
+
+
+def test_quick_start_in_haystack_spellings() -> None:
+    # the quick start as a Haystack user types it: ChatMessage.from_user, a chat generator
+    from threadloom.agent import ChatGeneratorModel
+    from threadloom.messages import BaseMessage
+
+    class Generator:  # a Haystack-style chat generator: run(messages, tools) -> replies
+        def __init__(self) -> None:
+            self.replies = [BaseMessage.from_assistant(tool_calls=[
+                {"name": "calculator", "args": {"operation": "percentage", "a": 10, "b": 85},
+                 "id": "c1"}]), BaseMessage.from_assistant("About €8.50.")]
+
+        def run(self, messages: list[Any], tools: Any = None) -> dict[str, Any]:
+            return {"replies": [self.replies.pop(0)]}
+
+    agent = create_agent(ChatGeneratorModel(Generator()), tools=[search, calculator],
+                         system_prompt="You are a helpful assistant.")
+    result = agent.run(messages=[BaseMessage.from_user(
+        "Calculate the appropriate tip for an €85 meal in France")])
+    assert result["last_message"].text == "About €8.50."
+    assert result["messages"][0].is_from("user")
+    assert [m.tool_call_result.result for m in result["messages"] if m.is_from("tool")] == [
+        "8.5"]
+    assert result["messages"][1].tool_calls[0].tool_name == "calculator"
+
+
+def test_tracing_spans_run_step_and_llm() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from threadloom.agent.tracing import SPAN_LLM, SPAN_RUN, SPAN_STEP, set_tracer_provider
+
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    set_tracer_provider(provider)
+    try:
+        model = ScriptedChatModel([_call("search", query="tip"), "done"])
+        create_agent(model, [search]).run(messages="x")
+    finally:
+        set_tracer_provider(None)
+        provider.shutdown()
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    run, step, llm = spans[SPAN_RUN], spans[SPAN_STEP], spans[SPAN_LLM]
+    assert llm.parent.span_id == step.context.span_id
+    assert step.parent.span_id == run.context.span_id
+    attrs = dict(run.attributes or {})
+    assert attrs["threadloom.agent.step_count"] == 2
+    assert list(attrs["threadloom.agent.exit_conditions"]) == ["text"]
+
+
+def test_streaming_callback_can_also_get_tool_results() -> None:
+    from threadloom import ToolMessage
+
+    got: list[Any] = []
+    model = ScriptedChatModel([_call("search", query="tip"), "done"])
+    create_agent(model, [search], streaming_callback=got.append,
+                 enable_streaming_callback_passthrough=True).run(messages="x")
+    assert [type(c) for c in got if not isinstance(c, AIMessageChunk)] == [ToolMessage]
+    assert [c.name for c in got if isinstance(c, ToolMessage)] == ["search"]
+
+
+def test_on_exit_skipped_at_max_agent_steps_and_after_run_always_runs() -> None:
+    seen: list[str] = []
+    on_exit = hook(lambda state: seen.append("on_exit"))
+
+    def after_run(state: State) -> None:
+        seen.append("after_run")
+        state.set("continue_run", True)  # no effect here
+
+    loop = ScriptedChatModel([_call("save_result", content=str(i)) for i in range(2)] + ["x"])
+    result = create_agent(loop, [save_result], max_agent_steps=2,
+                          hooks={"on_exit": [on_exit], "after_run": [after_run]}).run(
+        messages="x")
+    assert result["exit_reason"] == "max_agent_steps" and seen == ["after_run"]
+    seen.clear()
+    result = create_agent(ScriptedChatModel(["done", "never"]), [],
+                          hooks={"on_exit": [on_exit], "after_run": [after_run]}).run(
+        messages="x")
+    assert result["exit_reason"] == "text" and result["step_count"] == 1
+    assert seen == ["on_exit", "after_run"]
+
+
+def test_a_vetoed_exit_tool_does_not_end_the_run() -> None:
+    def veto(state: State) -> None:
+        pending = state.get("messages")[-1]
+        state.set("messages", [AIMessage("Not now.", id=pending.id)])
+
+    model = ScriptedChatModel([_call("save_result", content="r"), "I did not save it."])
+    result = create_agent(model, [save_result], exit_conditions=["save_result", "text"],
+                          hooks={"before_tool": [veto]}).run(messages="x")
+    assert result["exit_reason"] == "text" and result["tool_call_counts"]["save_result"] == 0
+    assert len(model.calls) == 2
+    looping = ScriptedChatModel([_call("save_result", content=str(i)) for i in range(3)])
+    result = create_agent(looping, [save_result], exit_conditions=["save_result"],
+                          hooks={"before_tool": [veto]}, max_agent_steps=3).run(messages="x")
+    assert result["exit_reason"] == "max_agent_steps"  # bounded, as the guide says
+
+
+def test_token_usage_sums_every_replys_meta_usage() -> None:
+    from threadloom.messages import BaseMessage
+
+    model = ScriptedChatModel([
+        BaseMessage.from_assistant(tool_calls=[{"name": "search", "args": {"query": "q"},
+                                                "id": "c1"}],
+                                   meta={"usage": {"prompt_tokens": 10, "completion_tokens": 2,
+                                                   "total_tokens": 12}}),
+        BaseMessage.from_assistant("ok", meta={"usage": {"prompt_tokens": 20,
+                                                         "completion_tokens": 3,
+                                                         "total_tokens": 23}})])
+    result = create_agent(model, [search]).run(messages="x")
+    assert result["token_usage"] == {"prompt_tokens": 30, "completion_tokens": 5,
+                                     "total_tokens": 35}
+    assert result["step_count"] == 2 and result["tool_call_counts"] == {"search": 1}
+
+
+def keep_hook(state: State) -> None:
+    """A module-level hook (importable, so to_dict can name it)."""
+
+
+def print_chunk(chunk: Any) -> None:
+    """A module-level streaming callback."""
+
+
+def join_notes(current: Any, new: Any) -> Any:
+    return f"{current or ''}{new}"
+
+
+def test_to_dict_from_dict_keeps_every_part() -> None:
+    agent = create_agent(ScriptedChatModel(["x"]), [search, calculator], system_prompt="S",
+                         user_prompt='{% message role="user" %}{{ q }}{% endmessage %}',
+                         exit_conditions=["text", "search"], max_agent_steps=7,
+                         state_schema={"notes": {"type": str, "handler": join_notes}},
+                         hooks={"before_llm": [keep_hook]}, streaming_callback=print_chunk)
+    data = agent.to_dict()
+    assert data == agent.to_dict() and isinstance(data, dict)
+    loaded = Agent.from_dict(data, allowed_modules=[__name__])
+    assert loaded.to_dict() == data
+    assert (loaded.system_prompt, loaded.user_prompt) == ("S", agent.user_prompt)
+    assert loaded.exit_conditions == ["text", "search"] and loaded.max_agent_steps == 7
+    assert loaded.config["streaming_callback"] is print_chunk
+    assert loaded.config["hooks"] == {"before_llm": [keep_hook]}
+    assert loaded.resolved_state_schema["notes"]["handler"] is join_notes
+    assert [t.name for t in loaded.tools] == ["search", "calculator"]
+
+
+def test_clone_per_request_shares_no_state() -> None:
+    base = create_agent(ScriptedChatModel(["a", "b"]), [search], system_prompt="base")
+    first = base.clone(system_prompt="user 1")
+    second = base.clone(system_prompt="user 2", max_agent_steps=3)
+    assert (first.system_prompt, second.system_prompt, base.system_prompt) == (
+        "user 1", "user 2", "base")
+    assert second.max_agent_steps == 3 and base.max_agent_steps == 100
+    assert first is not base and first.tools == base.tools
+
+
+def test_run_time_tools_as_tool_objects() -> None:
+    model = ScriptedChatModel(["x"])
+    create_agent(model, [search]).run(messages="x", tools=[calculator])
+    assert [t["function"]["name"] for t in model.calls[0]["tools"]] == ["calculator"]
+
+
+def test_a_chat_generator_whose_run_takes_no_tools_is_refused_at_init() -> None:
+    from threadloom.agent import ChatGeneratorModel
+
+    class TextOnly:  # run(messages) only: no tools parameter
+        def run(self, messages: list[Any]) -> dict[str, Any]:
+            return {"replies": [AIMessage("text")]}
+
+    with pytest.raises(TypeError, match="TextOnly does not accept tools"):
+        create_agent(ChatGeneratorModel(TextOnly()), tools=[search])
+    assert create_agent(ChatGeneratorModel(TextOnly())).run(
+        messages="x")["last_message"].text == "text"  # no tools: a plain LLM
+
+
+def test_a_template_variable_may_not_be_a_state_schema_key() -> None:
+    with pytest.raises(ValueError, match="already defined in the state schema"):
+        create_agent(ScriptedChatModel(["x"]), [], state_schema={"language": {"type": str}},
+                     user_prompt=USER_PROMPT)
+
+
+def test_content_filter_is_an_exit_reason() -> None:
+    model = ScriptedChatModel([{"content": "part", "finish_reason": "content_filter"}, "never"])
+    result = create_agent(model, [search]).run(messages="x")
+    assert result["exit_reason"] == "content_filter" and len(model.calls) == 1
+
+
+def test_after_tool_rewrites_the_result_before_the_next_llm_call() -> None:
+    from threadloom import ToolMessage
+
+    def redact(state: State) -> None:
+        last = state.get("messages")[-1]
+        if isinstance(last, ToolMessage):
+            short = last.model_copy(update={"content": last.text[:10] + "…"})
+            state.set("messages", [short])  # same id: replaces the result
+
+    model = ScriptedChatModel([_call("search", query="tip"), "ok"])
+    result = create_agent(model, [search], hooks={"after_tool": [redact]}).run(messages="x")
+    sent = model.calls[1]["messages"][-1]
+    assert sent.type == "tool" and sent.text == "In France,…"
+    assert [m.text for m in result["messages"] if m.type == "tool"] == ["In France,…"]

@@ -233,3 +233,75 @@ def test_7_state_schema_priority_over_middleware() -> None:
                          state_schema=BusinessState)
     result = agent.invoke({"messages": ["x"], "note": ["from create_agent"], "budget": 2})
     assert result["note"] == ["from create_agent"] and result["budget"] == 2
+
+
+# -- what the guide says around its examples ----------------------------------------------
+
+
+def test_2_3_custom_events_come_from_a_middleware_stream_writer() -> None:
+    @before_model
+    def progress(state: Any, runtime: Any) -> None:
+        runtime.stream_writer({"progress": f"calling the model, {len(state['messages'])} msgs"})
+
+    agent = create_agent(_weather_model(), [get_weather, get_time], middleware=[progress])
+    events = list(agent.stream({"messages": [HumanMessage(content="杭州天气？")]},
+                               stream_mode="custom"))
+    assert events == [{"progress": "calling the model, 1 msgs"},
+                      {"progress": "calling the model, 4 msgs"}]
+
+
+def test_4_ainvoke_and_astream_as_invoke_and_stream() -> None:
+    import asyncio
+
+    question = {"messages": [HumanMessage(content="杭州现在天气怎么样？几点了？")]}
+    agent = create_agent(_weather_model(), [get_weather, get_time])
+    done = asyncio.run(agent.ainvoke(question))
+    assert [m.type for m in done["messages"]] == ["human", "ai", "tool", "tool", "ai"]
+
+    async def steps() -> list[list[str]]:
+        again = create_agent(_weather_model(), [get_weather, get_time])
+        return [list(chunk) async for chunk in again.astream(question, stream_mode="updates")]
+
+    assert asyncio.run(steps()) == [["model"], ["tools"], ["model"]]
+
+
+def test_6_agent_state_has_three_fields_and_structured_response_is_no_input() -> None:
+    assert {"messages", "jump_to", "structured_response"} <= set(AgentState.__annotations__)
+    agent = create_agent(ScriptedChatModel(["x"]), [])
+    inputs = agent.get_input_jsonschema()["properties"]
+    assert "messages" in inputs and "structured_response" not in inputs
+
+
+def test_6_2_jump_to_is_cleared_after_use_and_can_target_model_or_tools() -> None:
+    jumped: list[Any] = []
+
+    @before_model(can_jump_to=["end"])
+    def once(state: Any, runtime: Any) -> dict | None:
+        jumped.append(state.get("jump_to"))  # never left over from an earlier step
+        return None
+
+    model = ScriptedChatModel([{"tool_calls": [{"name": "get_weather",
+                                                "args": {"city": "杭州"}}]}, "晴。"])
+    agent = create_agent(model, [get_weather], middleware=[once, check_question],
+                         checkpointer=InMemoryCheckpointer())
+    config = {"configurable": {"thread_id": "jump"}}
+    agent.invoke({"messages": [HumanMessage(content="密码是多少")]}, config=config)
+    assert agent.get_state(config).values.get("jump_to") is None
+    assert jumped == [None]
+    # "model": back to the model (here after a look at its reply)
+    from threadloom.agent.middleware import after_model
+
+    seen: list[int] = []
+
+    @after_model(can_jump_to=["model"])
+    def retry_once(state: Any, runtime: Any) -> dict | None:
+        seen.append(len(state["messages"]))
+        if len(seen) == 1:
+            return {"jump_to": "model",
+                    "messages": [HumanMessage(content="请再说一遍。")]}
+        return None
+
+    model = ScriptedChatModel(["第一遍", "第二遍"])
+    result = create_agent(model, [], middleware=[retry_once]).invoke(
+        {"messages": [HumanMessage(content="你好")]})
+    assert len(model.calls) == 2 and result["messages"][-1].content == "第二遍"

@@ -20,7 +20,7 @@ from threadloom.agent.usage import add_usage, sum_usage, usage_delta
 from threadloom.engine.channels import Ephemeral
 from threadloom.messages import REMOVE_ALL_MESSAGES, AnyMessage, BaseMessage, RemoveMessage
 from threadloom.messages.ids import uuid4_str
-from threadloom.reducers import add_messages, replace_values
+from threadloom.reducers import add_messages, merge_lists, replace_values
 
 CONTROL_KEYS = ("jump_to", "stop_run", "continue_run")
 JUMP_TARGETS = ("model", "tools", "end")
@@ -145,6 +145,20 @@ def messages_update(old: list[BaseMessage], new: list[BaseMessage]) -> list[Base
     return out
 
 
+def settle_messages(old: list[BaseMessage], live: Any) -> list[BaseMessage]:
+    """The messages after a hook point, as the graph's ``add_messages`` merges them.
+
+    Hooks see ``messages`` as Haystack's ``State`` has it: ``set`` appends
+    (``merge_lists``). What they leave is read as an ``add_messages`` update of ``old``:
+    a message whose id is already there replaces that one, a ``RemoveMessage`` removes,
+    a list set whole (``handler_override=replace_values``) replaces the history.
+    """
+    if live is old or not isinstance(live, list):
+        return old
+    delta = messages_update(old, live)
+    return add_messages(old, delta) if delta else old
+
+
 @dataclass(slots=True)
 class Control:
     """What hooks asked for besides state writes."""
@@ -256,14 +270,28 @@ def merge_hook_changes(update: dict[str, Any], changes: dict[str, Any]) -> None:
             update[key] = value
 
 
+HOOK_TYPES: dict[str, Any] = {
+    "step_count": int, "token_usage": dict[str, Any], "tool_call_counts": dict[str, int],
+    "exit_reason": str, "continue_run": bool, "stop_run": str, "hook_context": dict[str, Any],
+    "context_tokens": int,
+}
+"""The types Haystack's ``Agent`` declares for its state keys (``resolved_state_schema``)."""
+
+HAYSTACK_KEYS = ("messages", "step_count", "token_usage", "tool_call_counts", "exit_reason",
+                 "continue_run", "stop_run", "tools", "hook_context", "context_tokens")
+"""The agent keys Haystack's ``State`` has; the others (``last_message``, ``jump_to``,
+``structured_response``) are threadloom's."""
+
+
 def hook_schema(
     user_entries: Mapping[str, dict[str, Any]], extra_keys: list[str]
 ) -> dict[str, Any]:
     """The ``State`` schema hooks see: agent keys, user entries, template variables."""
     schema: dict[str, dict[str, Any]] = {
-        key: {"type": Any, "handler": replace_values} for key in AgentState.__annotations__
+        key: {"type": HOOK_TYPES.get(key, Any), "handler": replace_values}
+        for key in AgentState.__annotations__
     }
-    schema["messages"] = {"type": list, "handler": add_messages}
+    schema["messages"] = {"type": list[BaseMessage], "handler": merge_lists}
     schema["tools"] = {"type": list, "handler": replace_values}
     for key in extra_keys:
         schema.setdefault(key, {"type": Any, "handler": replace_values})
@@ -277,7 +305,9 @@ RUN_ARGUMENTS = frozenset({
 })
 """Names ``run``/``invoke`` take as options; template variables may not use them."""
 __all__ = [
-    "OUTPUT_KEYS", "RUN_ARGUMENTS", "AgentState", "Control", "HookBridge", "Overwrite",
+    "HAYSTACK_KEYS", "HOOK_TYPES", "OUTPUT_KEYS", "RUN_ARGUMENTS", "AgentState", "Control",
+    "HookBridge", "Overwrite",
     "add_delta", "hook_schema", "merge_hook_changes",
-    "messages_update", "overwritable", "sum_counts", "sum_steps", "sum_usage",
+    "messages_update", "overwritable", "settle_messages", "sum_counts", "sum_steps",
+    "sum_usage",
 ]

@@ -17,6 +17,7 @@ time travel and drawing work on it unchanged. It adds ``run``/``arun`` (Haystack
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ from threadloom.agent.lifecycle import AgentLifecycle
 from threadloom.agent.model_step import ModelStep, span, tracing_active, usage_attributes
 from threadloom.agent.nodes import AgentNodes, HookRunner
 from threadloom.agent.requests import RunOptions
-from threadloom.agent.schemas import build_schemas
+from threadloom.agent.schemas import OWNED_KEYS, build_schemas
 from threadloom.agent.streams import QuietSteps, default_mode
 from threadloom.agent.structured import resolve_strategy
 from threadloom.agent.tool_step import ToolStep
@@ -143,7 +144,9 @@ def create_agent(
             "threadloom.models.BaseChatModel)")
     if tool_list and not getattr(model, "supports_tools", True):
         raise TypeError(
-            f"model {model!r} cannot take tools (supports_tools is False) but "
+            f"create_agent(tools=...): {type(getattr(model, 'generator', model)).__name__} "
+            "does not accept tools parameter in its run method: it cannot take tools "
+            "(supports_tools is False), but "
             f"{len(tool_list)} tool(s) were given; use a tool-calling model or no tools")
     strategy = resolve_strategy(response_format, model)
     by_name = {t.name: t for t in tool_list}
@@ -164,7 +167,7 @@ def create_agent(
         ToolStep(by_name, tool_node, strategy, tool_wrappers),
         HookRunner(hook_map, bridge), rules, prompts, strategy, schemas.defaults,
     )
-    builder = StateGraph(schemas.state, input_schema=schemas.state,
+    builder = StateGraph(schemas.state, input_schema=schemas.input,
                          output_schema=schemas.output)
     for node, fn in nodes.node_functions().items():
         builder.add_node(node, fn)
@@ -185,10 +188,7 @@ def create_agent(
 
 _DEFAULT_MODE = default_mode()
 _RUN_OPTIONS = frozenset({"hook_context", "generation_kwargs", "streaming_callback", "tools"})
-_OWNED = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reason", "last_message",
-                    "structured_response", "continue_run", "stop_run", "jump_to",
-                    "context_tokens"})
-"""Keys the agent writes during a run; a run's input may not set them."""
+_OWNED = OWNED_KEYS
 
 
 class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
@@ -235,6 +235,8 @@ class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
         if isinstance(context, RunOptions):
             return input, context
         callback = self.config.get("streaming_callback")
+        if options.get("_blocking_ok"):
+            _refuse_async_callbacks(callback, options, input)
         passthrough = bool(self.config.get("enable_streaming_callback_passthrough"))
         if type(input) is dict and _RUN_OPTIONS.isdisjoint(input) and _RUN_OPTIONS.isdisjoint(
                 options):  # the usual call: no run-time options anywhere
@@ -361,6 +363,20 @@ class Agent(HaystackAgentAPI, AgentLifecycle, CompiledGraph):
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
                 f"tools={[t.name for t in self.tools]})")
+
+
+def _refuse_async_callbacks(init: Any, options: Mapping[str, Any], input: Any) -> None:
+    """A sync run (``run``, ``invoke``, ``stream``) cannot await an async
+    ``streaming_callback``: ``ValueError``, with Haystack's messages."""
+    runtime = options.get("streaming_callback")
+    if runtime is None and isinstance(input, Mapping):
+        runtime = input.get("streaming_callback")
+    for which, callback in (("init", init), ("runtime", runtime)):
+        if callback is not None and (inspect.iscoroutinefunction(callback) or
+                                     inspect.iscoroutinefunction(type(callback).__call__)):
+            raise ValueError(
+                f"The {which} callback cannot be a coroutine. A sync run cannot await "
+                "an async streaming_callback: use run_async()/ainvoke(), or a sync callback")
 
 
 def _result_attributes(run_span: Any, out: dict[str, Any]) -> None:

@@ -38,6 +38,10 @@ class ChatGeneratorModel(ScriptedChatModel):
         generator: the Haystack-style chat generator.
         name: the ``model_name`` put in ``response_metadata`` when the reply has none.
 
+    ``supports_tools`` is whether ``run`` has a ``tools`` parameter (Haystack's test):
+    ``create_agent`` refuses tools for a generator without one; ``run`` gets ``tools``
+    only when there are some.
+
     Raises:
         TypeError: ``generator`` has no callable ``run``.
         ValueError: (when called) ``run`` returned no replies.
@@ -49,12 +53,14 @@ class ChatGeneratorModel(ScriptedChatModel):
                             f"got {type(generator).__name__}")
         self.generator = generator
         super().__init__(self._reply, name=name)
+        # as Haystack's Agent: a generator takes tools when its run has a ``tools`` parameter
+        self.supports_tools = _has_parameter(generator.run, "tools")
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]] | None) -> Any:
         fetched = _FETCHED.get()
         if fetched is not None:  # ``_agenerate`` has called ``run_async`` already
             return fetched
-        return self._first(self.generator.run(messages=messages, tools=tools))
+        return self._first(self.generator.run(messages=messages, **_tools_arg(tools)))
 
     def _first(self, output: Any) -> Any:
         replies = (output or {}).get("replies") or []
@@ -73,7 +79,7 @@ class ChatGeneratorModel(ScriptedChatModel):
         run_async = getattr(self.generator, "run_async", None)
         if not callable(run_async):
             return await to_worker(self._generate, msgs, tools, opts)
-        reply = self._first(await run_async(messages=msgs, tools=tools))
+        reply = self._first(await run_async(messages=msgs, **_tools_arg(tools)))
         token = _FETCHED.set(reply)
         try:
             return self._generate(msgs, tools, opts)
@@ -126,6 +132,19 @@ class ChatGeneratorModel(ScriptedChatModel):
 
     def __repr__(self) -> str:
         return f"ChatGeneratorModel({type(self.generator).__name__}, calls={self.call_count})"
+
+
+def _has_parameter(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True  # cannot tell: let the first call say
+
+
+def _tools_arg(tools: Any) -> dict[str, Any]:
+    """``run``'s ``tools`` argument, given only when there are tools (as Haystack's Agent
+    calls its generator), so a generator without a ``tools`` parameter runs without."""
+    return {"tools": tools} if tools else {}
 
 
 def _init_parameters(gen: Any) -> dict[str, Any]:

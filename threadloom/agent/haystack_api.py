@@ -9,10 +9,10 @@ rules); nothing here is stored twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from threadloom.agent.agent_state import RUN_ARGUMENTS
+from threadloom.agent.agent_state import HAYSTACK_KEYS, RUN_ARGUMENTS, AgentState
 from threadloom.agent.exit import tools_exit
 
 
@@ -50,10 +50,22 @@ class HaystackAgentAPI:
 
     @property
     def resolved_state_schema(self) -> dict[str, dict[str, Any]]:
-        """The schema of the ``State`` hooks get (Haystack's ``resolved_state_schema``):
-        ``{key: {"type": T, "handler": fn}}`` for the user's keys, template variables and
-        every agent key (``messages`` merges with ``add_messages``, agent keys replace)."""
-        return {key: dict(entry) for key, entry in self.agent_nodes.hooks.bridge.schema.items()}
+        """Haystack's ``resolved_state_schema``: the ``state_schema`` entries as given
+        (a class schema: its keys' entries), template variables, and the agent keys
+        Haystack's ``State`` has, with Haystack's types (``messages``:
+        ``list[BaseMessage]`` merged by ``merge_lists``; ``step_count``: ``int``, ...).
+        The hooks' ``State`` also holds threadloom's own keys (``last_message``,
+        ``jump_to``, ``structured_response``)."""
+        schema = self.agent_nodes.hooks.bridge.schema
+        given = self.config.get("state_schema")
+        out: dict[str, dict[str, Any]] = {}
+        for key, entry in schema.items():
+            if key in HAYSTACK_KEYS:
+                out[key] = dict(entry)
+            elif key not in AgentState.__annotations__:
+                mine = given.get(key) if isinstance(given, Mapping) else None
+                out[key] = dict(mine if isinstance(mine, Mapping) else entry)
+        return out
 
     @property
     def max_agent_steps(self) -> int:

@@ -22,7 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.agent.agent_prompts import Prompts
-from threadloom.agent.agent_state import Control, HookBridge, add_delta, messages_update
+from threadloom.agent.agent_state import (
+    Control,
+    HookBridge,
+    add_delta,
+    messages_update,
+    settle_messages,
+)
 from threadloom.agent.exit import (
     JUMP_END,
     ExitRules,
@@ -59,7 +65,9 @@ class HookRunner:
 
         As Haystack's, the ``State`` also holds ``tools`` (the tools offered this step),
         ``hook_context`` (the run's) and a 0 in ``tool_call_counts`` for every offered
-        tool not called yet; none of these is written back.
+        tool not called yet; none of these is written back. ``messages`` merges with
+        Haystack's ``merge_lists`` while the hooks run; the list they leave is then settled
+        as the agent's graph merges it (``settle_messages``).
         """
         state = self.bridge.make(values, messages)
         data = state.data
@@ -72,7 +80,8 @@ class HookRunner:
             data["tool_call_counts"] = {**{t.name: 0 for t in tools}, **counts}
         await run_hooks(point, self.hooks[point], state, context)
         update, control = self.bridge.updates(state, values)
-        return update, control, state.data.get("messages"), state.data  # type: ignore[return-value]
+        data["messages"] = settle_messages(messages, data.get("messages"))
+        return update, control, data["messages"], data
 
 
 class AgentNodes:

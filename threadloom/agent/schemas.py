@@ -16,6 +16,11 @@ from threadloom.reducers import replace_values
 HOOK_ONLY_KEYS = frozenset({"continue_run", "hook_context"})
 """Keys hooks set or read that the nodes consume at once: no graph channel needed."""
 NODE_KEYS = frozenset({"before_run", "model", "tools", "exit_check", "after_run"})
+OWNED_KEYS = frozenset({"step_count", "token_usage", "tool_call_counts", "exit_reason",
+                        "last_message", "structured_response", "continue_run", "stop_run",
+                        "jump_to", "context_tokens"})
+"""Keys the agent writes during a run; a run's input may not set them, and the input
+schema leaves them out (as LangChain omits ``structured_response`` and ``jump_to``)."""
 
 
 @dataclass(slots=True)
@@ -25,6 +30,7 @@ class Schemas:
     Attributes:
         state: the full state TypedDict (agent keys, user keys, template variables).
         output: the TypedDict of what a run returns.
+        input: the TypedDict of what a run takes (``state`` without ``OWNED_KEYS``).
         hook_entries: user keys as ``State`` schema entries.
         reduced: user keys whose channel merges writes through a handler.
         defaults: user keys' default values (pydantic defaults).
@@ -32,6 +38,7 @@ class Schemas:
 
     state: Any
     output: Any
+    input: Any
     hook_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     reduced: frozenset[str] = frozenset()
     defaults: dict[str, Any] = field(default_factory=dict)
@@ -113,8 +120,10 @@ def build_schemas(state_schema: Any, variables: Sequence[str] | Mapping[str, str
     state = TypedDict("AgentRunState", fields, total=False)  # type: ignore[misc]
     output_fields = {k: fields[k] for k in out_keys}
     output = TypedDict("AgentOutput", output_fields, total=False)  # type: ignore[misc]
+    inputs = {k: v for k, v in fields.items() if k not in OWNED_KEYS}
+    input_schema = TypedDict("AgentInput", inputs, total=False)  # type: ignore[misc]
     reduced = frozenset(k for k, v in user.items() if typing.get_origin(v) is Annotated)
-    return Schemas(state, output, entries, reduced, defaults)
+    return Schemas(state, output, input_schema, entries, reduced, defaults)
 
 
-__all__ = ["HOOK_ONLY_KEYS", "NODE_KEYS", "Schemas", "build_schemas"]
+__all__ = ["HOOK_ONLY_KEYS", "NODE_KEYS", "OWNED_KEYS", "Schemas", "build_schemas"]

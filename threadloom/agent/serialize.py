@@ -2,7 +2,8 @@
 
 As Haystack's component ``to_dict``/``from_dict``: ``agent_to_dict`` writes the model
 (class path + constructor parameters), tools, hooks, middleware, prompts, exit conditions,
-state schema, response format, ``max_agent_steps``, ``generation_kwargs`` and the name.
+state schema, response format, ``max_agent_steps``, ``generation_kwargs``, the name and
+the ``streaming_callback`` (when one is set).
 Code is written as ``"module:qualname"`` import paths; it is never pickled or evaluated.
 
 Two safety rules:
@@ -291,6 +292,11 @@ def agent_to_dict(agent: Any, *, api_key_env: str | None = None) -> dict[str, An
     }
     if cfg.get("tool_concurrency_limit") is not None:
         params["tool_concurrency_limit"] = cfg["tool_concurrency_limit"]
+    if cfg.get("streaming_callback") is not None:  # as Haystack's, by import path
+        params["streaming_callback"] = import_path(cfg["streaming_callback"],
+                                                   "streaming_callback")
+        params["enable_streaming_callback_passthrough"] = bool(
+            cfg.get("enable_streaming_callback_passthrough"))
     return {"type": AGENT_TYPE, "version": FORMAT_VERSION, "init_parameters": params}
 
 
@@ -335,6 +341,10 @@ def agent_from_dict(data: Mapping[str, Any], *, allowed_modules: Sequence[str] =
         "checkpointer": checkpointer, "name": p.get("name"),
         "generation_kwargs": p.get("generation_kwargs") or None,
         "tool_concurrency_limit": p.get("tool_concurrency_limit"),
+        "streaming_callback": None if p.get("streaming_callback") is None else _load(
+            p["streaming_callback"], allowed, "streaming_callback", _is_function, "a function"),
+        "enable_streaming_callback_passthrough": bool(
+            p.get("enable_streaming_callback_passthrough")),
     }
     model = overrides.pop("model", None) or model_from_dict(p["model"], allowed)
     tools = overrides.pop("tools", None)

@@ -2,19 +2,21 @@
 
 A ``State`` wraps the agent's state dict with a schema of ``{key: {"type": T,
 "handler": fn}}``. ``set`` merges a value through the key's handler: ``merge_lists``
-for list types, ``add_messages`` for ``messages``, ``replace_values`` otherwise.
+for list types (``messages`` included, as Haystack's), ``replace_values`` otherwise. The
+``State`` an agent hands its hooks merges ``messages`` with ``add_messages`` instead, as
+the agent's graph does (``threadloom.agent.agent_state.hook_schema``).
 ``changes()`` returns what hooks set, so the agent can turn it into a graph update.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from threadloom.agent.state_format import data_from_dict, entry_from_dict, handler_name, type_name
+from threadloom.agent.state_format import data_from_dict, entry_from_dict
+from threadloom.agent.state_haystack import data_to_haystack, handler_path, type_path
 from threadloom.reducers import add_messages, merge_lists, replace_values
 
 Handler = Callable[[Any, Any], Any]
@@ -36,11 +38,9 @@ def _is_list_type(tp: Any) -> bool:
 def default_handler(key: str, tp: Any) -> Handler:
     """The handler a schema entry gets when it names none.
 
-    ``add_messages`` for ``messages``; ``merge_lists`` for ``list`` / ``list[T]``;
-    ``replace_values`` for anything else (as Haystack).
+    ``merge_lists`` for ``list`` / ``list[T]`` (``messages`` too); ``replace_values``
+    for anything else (as Haystack's ``State``).
     """
-    if key == "messages":
-        return add_messages
     return merge_lists if _is_list_type(tp) else replace_values
 
 
@@ -85,7 +85,7 @@ def _normalize_schema(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if "messages" not in result:
         from threadloom.messages import BaseMessage
 
-        result["messages"] = {"type": list[BaseMessage], "handler": add_messages}
+        result["messages"] = {"type": list[BaseMessage], "handler": merge_lists}
     return result
 
 
@@ -115,8 +115,8 @@ class State:
     """The agent state as hooks see it: read, write through handlers, record changes.
 
     As Haystack's ``State``: ``State(schema, data)`` with ``get``, ``set``, ``has``,
-    ``data``, ``to_dict``/``from_dict``. A ``messages`` entry (handler ``add_messages``)
-    is added when the schema lacks one.
+    ``data``, ``to_dict``/``from_dict``. A ``messages`` entry (``list[BaseMessage]``,
+    handler ``merge_lists``) is added when the schema lacks one.
 
     Args:
         schema: ``{key: {"type": T, "handler": fn}}``; ``handler`` is optional (see
@@ -137,7 +137,9 @@ class State:
         ``Any``: what a tool parameter typed ``State`` gets when the engine has no
         ``State`` to give; the tool's ``set`` calls are written back as a state update."""
         data = dict(values) if isinstance(values, Mapping) else dict(vars(values or {}))
-        return cls({k: {"type": Any} for k in data if k != "messages"}, data)
+        schema: dict[str, Any] = {k: {"type": Any} for k in data if k != "messages"}
+        schema["messages"] = {"type": list, "handler": add_messages}  # as the graph merges
+        return cls(schema, data)
 
     def __init__(self, schema: Mapping[str, Any], data: Mapping[str, Any] | None = None) -> None:
         self._schema = _normalize_schema(schema)
@@ -198,24 +200,20 @@ class State:
         return {key: self._data[key] for key in self._changed}
 
     def to_dict(self, skip_keys: Iterable[str] | None = None) -> dict[str, Any]:
-        """A JSON-able dict: ``{"schema": {key: {"type", "handler"}}, "data": ...}``.
+        """A JSON-able dict in Haystack's ``State.to_dict()`` form, which Haystack loads:
+        ``{"schema": {key: {"type", "handler"}}, "data": {"serialization_schema",
+        "serialized_data"}}`` (``threadloom.agent.state_haystack`` says how each part is
+        written). A value Haystack's form cannot hold (a datetime, a connection) is left
+        out with a warning naming the key, as Haystack leaves it out.
 
-        ``skip_keys`` leaves those keys out of both (Haystack's ``to_dict(skip_keys=)``).
-
-        Types are stored by name (``list[int]`` as ``"list"``), handlers by name; data goes
-        through the checkpoint codec (``threadloom.checkpoint.serde``), so messages,
-        datetimes and registered models survive.
-
-        Raises:
-            SerializationError: a value the codec refuses.
+        Args:
+            skip_keys: keys left out of both (Haystack's ``to_dict(skip_keys=)``).
         """
-        from threadloom.checkpoint.serde import dumps
-
         skip = set(skip_keys or ())
-        schema = {key: {"type": type_name(e["type"]), "handler": handler_name(e["handler"])}
+        schema = {key: {"type": type_path(e["type"]), "handler": handler_path(e["handler"])}
                   for key, e in self._schema.items() if key not in skip}
         data = {k: v for k, v in self._data.items() if k not in skip}
-        return {"schema": schema, "data": json.loads(dumps(data, path="state"))}
+        return {"schema": schema, "data": data_to_haystack(data)}
 
     @classmethod
     def from_dict(

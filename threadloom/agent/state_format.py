@@ -1,17 +1,18 @@
-"""The stored form of a ``State`` (``State.to_dict`` / ``State.from_dict``).
+"""Reading a stored ``State`` (``State.from_dict``).
 
-threadloom writes ``{"schema": {key: {"type": name, "handler": name}}, "data": ...}``:
-types by name (``list[int]`` as ``"list"``), the three built-in handlers by bare name
-(``merge_lists``, ``replace_values``, ``add_messages``), any other handler by its dotted
-path, and the data through the checkpoint codec.
-
-Reading also takes Haystack's ``State.to_dict()`` form: handler paths of Haystack's
-``state_utils`` module (``...state_utils.merge_lists`` / ``.replace_values``) are the same
-functions as threadloom's and are mapped by name; type strings such as
-``"list[haystack.dataclasses.chat_message.ChatMessage]"`` or ``"typing.List[...]"`` are
-read as their container (``list``); and ``data`` in Haystack's
-``{"serialization_schema", "serialized_data"}`` form is read as JSON values, Haystack
-``ChatMessage`` dicts becoming threadloom messages.
+``State.to_dict`` writes Haystack's form (``threadloom.agent.state_haystack``), and this
+reads it, whether threadloom or Haystack wrote it: ``{"schema": {key: {"type": name,
+"handler": path}}, "data": {"serialization_schema", "serialized_data"}}``. Handler paths
+of Haystack's ``state_utils`` module (``...state_utils.merge_lists`` /
+``.replace_values``) are the same functions as threadloom's, and
+``threadloom.reducers.add_messages`` is threadloom's: all three are mapped by name. Type
+strings are read as their builtin container (``"list[...ChatMessage]"`` or
+``"typing.List[...]"`` as ``list``; ``ChatMessage`` lists as ``list[BaseMessage]``), any
+other class as ``Any``. Data is read as JSON values: Haystack ``ChatMessage`` dicts
+become threadloom messages, arrays marked as tuples or sets become those; values of
+other classes (pydantic models, objects with ``to_dict``) are left as their dicts.
+Older threadloom data (bare handler names, data in the checkpoint codec's form) is read
+too.
 
 Security: a handler path other than those is code, so it is imported only from modules
 the caller allows (``allowed_modules``, the rule of ``threadloom.agent.serialize``);
@@ -21,7 +22,6 @@ nothing is imported otherwise.
 from __future__ import annotations
 
 import json
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,26 +35,11 @@ KNOWN_HANDLERS: dict[str, Callable[[Any, Any], Any]] = {
 }
 KNOWN_TYPES: dict[str, Any] = {
     "str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
-    "tuple": tuple, "set": set, "NoneType": type(None), "Any": Any,
+    "tuple": tuple, "set": set, "NoneType": type(None), "None": type(None), "Any": Any,
+    "typing.Any": Any,
 }
 _HAYSTACK_HANDLERS = "haystack.components.agents.state.state_utils."
 _TYPING_NAMES = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set"}
-
-
-def type_name(tp: Any) -> str:
-    """The stored name of a schema type: its container's builtin name, else ``"Any"``."""
-    origin = typing.get_origin(tp) or tp
-    name = getattr(origin, "__name__", None) or getattr(origin, "_name", None)
-    return name if name in KNOWN_TYPES else "Any"
-
-
-def handler_name(handler: Callable[[Any, Any], Any]) -> str:
-    """The stored name of a handler: a built-in one's name, else its dotted path."""
-    for name, known in KNOWN_HANDLERS.items():
-        if handler is known:
-            return name
-    module = getattr(handler, "__module__", "?")
-    return f"{module}.{getattr(handler, '__qualname__', repr(handler))}"
 
 
 def entry_from_dict(key: str, entry: Mapping[str, Any],
@@ -70,7 +55,9 @@ def entry_from_dict(key: str, entry: Mapping[str, Any],
     name = entry.get("handler")
     if name is None:
         return result
-    short = name[len(_HAYSTACK_HANDLERS):] if str(name).startswith(_HAYSTACK_HANDLERS) else name
+    short = str(name)
+    for prefix in (_HAYSTACK_HANDLERS, "threadloom.reducers."):
+        short = short.removeprefix(prefix)
     if short in KNOWN_HANDLERS:
         result["handler"] = KNOWN_HANDLERS[short]
         return result
@@ -112,7 +99,14 @@ def _haystack_value(value: Any, schema: Any) -> Any:
     if kind.endswith("ChatMessage") and is_haystack_message_dict(value):
         return message_from_haystack_dict(value)
     if kind == "array" and isinstance(value, list):
-        return [_haystack_value(v, schema.get("items")) for v in value]
+        per_item = schema.get("prefixItems")
+        items = [_haystack_value(v, per_item[i] if isinstance(per_item, list) and i < len(
+            per_item) else schema.get("items")) for i, v in enumerate(value)]
+        if schema.get("uniqueItems"):
+            return frozenset(items) if schema.get("frozen") else set(items)
+        if "minItems" in schema and schema.get("minItems") == schema.get("maxItems"):
+            return tuple(items)
+        return items
     if kind == "object" and isinstance(value, Mapping):
         props = schema.get("properties") or {}
         return {k: _haystack_value(v, props.get(k)) for k, v in value.items()}
@@ -123,10 +117,14 @@ def _type_from_name(name: Any) -> Any:
     text = str(name)
     if text in KNOWN_TYPES:
         return KNOWN_TYPES[text]
+    if text.endswith("[haystack.dataclasses.chat_message.ChatMessage]") and text.split(
+            "[", 1)[0].removeprefix("typing.") in ("list", "List"):
+        from threadloom.messages import BaseMessage
+
+        return list[BaseMessage]
     head = text.split("[", 1)[0].removeprefix("typing.")
     head = _TYPING_NAMES.get(head, head)
     return KNOWN_TYPES.get(head, Any) if "[" in text else Any
 
 
-__all__ = ["KNOWN_HANDLERS", "KNOWN_TYPES", "data_from_dict", "entry_from_dict",
-           "handler_name", "type_name"]
+__all__ = ["KNOWN_HANDLERS", "KNOWN_TYPES", "data_from_dict", "entry_from_dict"]

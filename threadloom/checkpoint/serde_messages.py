@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadloom.checkpoint.serde_builtin import TAG
+from threadloom.messages.spellings import ToolCallView as _VIEW
 
 Check = Callable[[Any], bool]
 # per class: (field name, the default exclude_defaults compares with, value check)
@@ -89,7 +90,7 @@ def _tool_calls(v: Any) -> bool:
     if type(v) is not list:
         return False
     for call in v:
-        if type(call) is not dict:
+        if type(call) is not dict and type(call) is not _VIEW:
             return False
         for k, x in call.items():
             if k == "name" or k == "id":
@@ -206,6 +207,8 @@ def message_tree(message: BaseModel) -> dict[str, Any] | None:
                     return None
             elif not check(v):
                 return None
+            elif check is _tool_calls:  # ``ToolCallView``s: written as the plain dicts
+                v = [dict(c) for c in v]
             out[name] = v
     except Exception:  # noqa: BLE001 - a missing field, an odd __eq__, deep nesting
         return None

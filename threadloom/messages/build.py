@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from threadloom.messages.spellings import ToolCallView
+
 _M = TypeVar("_M", bound=BaseModel)
 
 # ``object.__setattr__(obj, "__dict__", d)``, through the slot's descriptor (cheaper)
@@ -137,12 +139,14 @@ def _common(kwargs: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def _tool_calls(calls: Any) -> list[dict[str, Any]] | None:
-    """Validated copies of ``ToolCall`` dicts (schema key order), or None."""
+    """Validated copies of ``ToolCall`` dicts (schema key order, as ``ToolCallView``s:
+    what pydantic's validation of ``AIMessage`` gives too), or None."""
     if type(calls) is not list:
         return None
     out: list[dict[str, Any]] = []
     for call in calls:
-        if type(call) is not dict or not _CALL_KEYS.issuperset(call):
+        if (type(call) is not dict and type(call) is not ToolCallView) or not \
+                _CALL_KEYS.issuperset(call):
             return None
         name = call.get("name")
         args: Any = call.get("args")
@@ -152,7 +156,7 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]] | None:
         if "type" in call and (type(call["type"]) is not str or call["type"] != "tool_call"):
             return None
         # always typed, as LangChain's AIMessage sets "type": "tool_call" on every call
-        out.append({"name": name, "args": dict(args), "id": call_id, "type": "tool_call"})
+        out.append(ToolCallView(name=name, args=dict(args), id=call_id, type="tool_call"))
     return out
 
 

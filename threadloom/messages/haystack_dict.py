@@ -7,6 +7,8 @@ each part is one of ``{"text": str}``, ``{"tool_call": {"tool_name", "arguments"
 threadloom message a Haystack user would have built with ``ChatMessage.from_user`` /
 ``from_assistant`` / ``from_system`` / ``from_tool`` (``meta`` goes to
 ``response_metadata``). Only data is read: nothing named in it is imported.
+``message_to_haystack_dict`` writes that form (what ``ChatMessage.to_dict()`` would give
+for the same message).
 """
 
 from __future__ import annotations
@@ -72,9 +74,49 @@ def message_from_haystack_dict(data: Mapping[str, Any]) -> Any:
                      "assistant, tool")
 
 
+_ROLES = {"human": "user", "system": "system", "ai": "assistant",
+          "AIMessageChunk": "assistant", "tool": "tool"}
+
+
+def message_to_haystack_dict(message: Any) -> dict[str, Any]:
+    """Haystack's ``ChatMessage.to_dict()`` form of a threadloom message: ``role``,
+    ``meta`` (``response_metadata``), ``name`` and ``content`` parts (reasoning, text,
+    tool calls; a tool message's one ``tool_call_result``, whose ``origin`` has the
+    arguments when the message knows them).
+
+    Raises:
+        ValueError: a message of another role (a ``RemoveMessage``).
+    """
+    role = _ROLES.get(getattr(message, "type", ""))
+    if role is None:
+        raise ValueError(f"{type(message).__name__} has no Haystack role")
+    parts: list[dict[str, Any]] = []
+    if role == "tool":
+        result = message.tool_call_result
+        origin = dict(_call_dict(result.origin), arguments=result.origin.arguments or {})
+        parts.append({"tool_call_result": {"result": result.result, "origin": origin,
+                                           "error": result.error}})
+    else:
+        reasoning = getattr(message, "reasoning_content", None)
+        if reasoning:
+            parts.append({"reasoning": {"reasoning_text": reasoning, "extra": {}}})
+        calls = list(getattr(message, "tool_calls", None) or ())
+        if message.text or not calls:
+            parts.append({"text": message.text})
+        parts.extend({"tool_call": _call_dict(c)} for c in calls)
+    name = None if role == "tool" else message.name  # a tool's name is its call's
+    return {"role": role, "meta": dict(message.response_metadata), "name": name,
+            "content": parts}
+
+
+def _call_dict(call: Any) -> dict[str, Any]:
+    return {"tool_name": call.get("name"), "arguments": call.get("args"), "id": call.get("id"),
+            "extra": None}
+
+
 def _call(data: Any) -> Any:
     data = data or {}
     return make_tool_call(data.get("tool_name"), data.get("arguments"), data.get("id"))
 
 
-__all__ = ["is_haystack_message_dict", "message_from_haystack_dict"]
+__all__ = ["is_haystack_message_dict", "message_from_haystack_dict", "message_to_haystack_dict"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from threadloom.messages.spellings import ToolCallView
 from threadloom.messages.types import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 __all__ = ["openai_formatted"]
@@ -59,7 +60,7 @@ def _one(message: BaseMessage) -> list[BaseMessage]:
     if isinstance(message, AIMessage):
         known = {c.get("id") for c in message.tool_calls}
         calls = list(message.tool_calls) + [
-            {"name": b["name"], "args": b.get("input") or {}, "id": b["id"], "type": "tool_call"}
+            ToolCallView(name=b["name"], args=b.get("input") or {}, id=b["id"], type="tool_call")
             for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
             and b.get("id") not in known]
         kept = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_use")]

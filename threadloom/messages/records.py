@@ -82,7 +82,8 @@ def make_tool_call(
     name: str | None, raw_args: Any, call_id: str | None
 ) -> ToolCall | InvalidToolCall:
     """Build a ``ToolCall``, or an ``InvalidToolCall`` (it has an ``error`` key) when the
-    arguments are unusable or the name is missing. A missing or empty id is synthesized."""
+    arguments are unusable or the name is missing. A missing or empty id is synthesized.
+    A ``ToolCall`` is a ``ToolCallView``: the dict, also read as Haystack's ``ToolCall``."""
     call_id = call_id or new_tool_call_id()
     args, error = parse_tool_args(raw_args)
     if error is None and not name:
@@ -90,7 +91,9 @@ def make_tool_call(
     if error is not None:
         text = raw_args if isinstance(raw_args, str) or raw_args is None else json.dumps(raw_args)
         return {"name": name, "args": text, "id": call_id, "error": error}
-    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}  # type: ignore[typeddict-item]
+    from threadloom.messages.spellings import ToolCallView
+
+    return ToolCallView(name=name, args=args, id=call_id, type="tool_call")  # type: ignore[return-value]
 
 
 __all__ = [

@@ -14,13 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
 from threadloom.messages.build import construct_unchecked, fast_inits
-from threadloom.messages.records import (
-    InvalidToolCall,
-    ToolCall,
-    ToolCallChunk,
-    make_tool_call,
-)
-from threadloom.messages.spellings import HaystackSpellings
+from threadloom.messages.records import InvalidToolCall, ToolCall, ToolCallChunk, make_tool_call
+from threadloom.messages.spellings import HaystackSpellings, ToolCallView
 
 REMOVE_ALL_MESSAGES = "__remove_all__"
 """Id of a ``RemoveMessage`` that clears the whole history (as in LangGraph)."""
@@ -131,6 +126,11 @@ class AIMessage(BaseMessage):
     def _call_type(cls, calls: Any) -> Any:  # as LangChain: a call's "type" is "tool_call"
         return [{**c, "type": "tool_call"} if isinstance(c, dict) else c
                 for c in calls] if isinstance(calls, list) else calls
+
+    @field_validator("tool_calls", mode="after")
+    @classmethod
+    def _call_views(cls, calls: list[Any]) -> list[Any]:  # also Haystack's ToolCall names
+        return [ToolCallView(c) for c in calls]
 
     @property
     def usage(self) -> UsageMetadata | None:

@@ -26,6 +26,7 @@ from threadloom.messages import (
     make_tool_call,
 )
 from threadloom.messages.build import construct_complete
+from threadloom.messages.spellings import ToolCallView
 
 from .base import (
     BaseChatModel,
@@ -243,9 +244,9 @@ class ScriptedChatModel(BaseChatModel):
             flat = _flat_json(args)
             raw, copy = flat if flat is not None else (_ENCODE(args), None)
             raws.append(raw)
-            calls.append({"name": name, "args": json.loads(raw) if copy is None else copy,
-                          "id": call.get("id") or f"{_id_prefix(msgs, number)}_{i}",
-                          "type": "tool_call"})
+            calls.append(ToolCallView(name=name, args=json.loads(raw) if copy is None else copy,
+                                      id=call.get("id") or f"{_id_prefix(msgs, number)}_{i}",
+                                      type="tool_call"))
         content = reply.content or ""
         meta = dict(reply.response_metadata or {})
         meta.setdefault("finish_reason", "tool_calls" if calls else "stop")

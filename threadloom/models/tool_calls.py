@@ -20,6 +20,7 @@ from threadloom.messages import (
     new_tool_call_id,
 )
 from threadloom.messages.ids import uuid4_hex
+from threadloom.messages.spellings import ToolCallView
 
 
 def new_message_id() -> str:
@@ -137,7 +138,7 @@ def guard_tool_calls(message: AIMessage, *, max_tool_calls: int | None = MAX_TOO
         call_id = call.get("id")
         if not call_id or call_id in seen:
             call_id = new_tool_call_id()
-            calls[i] = {**call, "id": call_id}
+            calls[i] = ToolCallView({**call, "id": call_id})  # type: ignore[call-overload]
             changed = True
         seen.add(call_id)
     for i, bad in enumerate(invalid):
