@@ -3,12 +3,12 @@
 The wire modes a run asks for map onto the engine's: ``messages-tuple`` is the engine's
 ``messages`` and arrives as event ``messages`` with data ``[chunk, metadata]``;
 ``messages`` (LangChain's accumulated form) arrives as ``messages/metadata`` (once per
-message), then ``messages/partial`` with the message so far; ``tasks`` is the engine's own (LangGraph's
-shapes); ``debug`` is built as LangGraph's: each ``checkpoints`` and ``tasks`` event
-wrapped as ``{step, timestamp, type, payload}`` (the task's step read from the engine's
-``debug``). A subgraph's event is named
-``mode|ns1|ns2`` (``stream_subgraphs``). An interrupt is an ``updates`` event
-``{"__interrupt__": [...]}``, and the run's last ``values`` event carries it too.
+message), then ``messages/partial`` with the message so far; ``tasks`` is the engine's
+own (LangGraph's shapes); ``debug`` is built as LangGraph's: each ``checkpoints`` and
+``tasks`` event wrapped as ``{step, timestamp, type, payload}`` (the task's step read
+from the engine's ``debug``). A subgraph's event is named ``mode|ns1|ns2``
+(``stream_subgraphs``). An interrupt is an ``updates`` event ``{"__interrupt__": [...]}``,
+and the run's last ``values`` event carries it too.
 """
 
 from __future__ import annotations
