@@ -134,3 +134,20 @@ def test_a_graph_compiled_with_its_own_checkpointer_runs_on_the_servers(tmp_path
         out = c.post(f"/threads/{tid}/runs/wait", json={
             "assistant_id": "own", "command": {"resume": "ok"}}).json()
         assert out == {"text": "y!", "answer": "ok"}
+
+
+async def test_store_and_crons_answer_404_through_the_sdk(url):
+    client = get_client(url=url, api_key=None)
+    tid = (await client.threads.create())["thread_id"]
+    calls = [client.store.put_item(["ns"], "k", {"v": 1}),
+             client.store.search_items(["ns"]),
+             client.crons.create("echo", schedule="* * * * *"),
+             client.crons.create_for_thread(tid, "echo", schedule="* * * * *"),
+             client.crons.search()]
+    for call in calls:
+        with pytest.raises(httpx.HTTPStatusError) as err:
+            await call
+        assert err.value.response.status_code == 404
+        assert err.value.response.json() == {"detail": "Not Found"}
+    info = httpx.get(url + "/info").json()["flags"]
+    assert info["store"] is False and info["crons"] is False

@@ -149,8 +149,8 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
                                         allow_methods=["*"], allow_headers=["*"],
                                         expose_headers=["Location", "Content-Location"]))
     # runs first: a stream request is matched without trying every other route first
-    routes = [*routes_runs.ROUTES, *routes_meta.ROUTES, *routes_assistants.ROUTES,
-              *routes_threads.ROUTES, *routes_openai.ROUTES]
+    routes = [*routes_meta.NOT_SERVED, *routes_runs.ROUTES, *routes_meta.ROUTES,
+              *routes_assistants.ROUTES, *routes_threads.ROUTES, *routes_openai.ROUTES]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={ApiError: _api_error, HTTPException: _http_error,
                                         Exception: _crash})
