@@ -151,3 +151,16 @@ async def test_store_and_crons_answer_404_through_the_sdk(url):
         assert err.value.response.json() == {"detail": "Not Found"}
     info = httpx.get(url + "/info").json()["flags"]
     assert info["store"] is False and info["crons"] is False
+
+
+async def test_run_metadata_and_config_reach_the_run_and_its_events(url):
+    client = get_client(url=url, api_key=None)
+    tid = (await client.threads.create())["thread_id"]
+    parts = [p async for p in client.runs.stream(
+        tid, "echo", input={"messages": [("user", "x")]}, stream_mode="messages-tuple",
+        metadata={"m": "one"}, config={"configurable": {"user_id": "ann"}, "tags": ["t1"]})]
+    meta = next(p.data[1] for p in parts if p.event == "messages")
+    assert meta["m"] == "one" and meta["thread_id"] == tid and meta["graph_id"] == "echo"
+    run = (await client.runs.list(tid))[0]
+    assert run["metadata"] == {"m": "one"}
+    assert run["kwargs"]["config"]["configurable"]["user_id"] == "ann"

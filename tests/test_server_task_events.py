@@ -98,3 +98,14 @@ async def test_a_replay_streams_the_saved_state_first(client):
                                           stream_mode="values") if e == "values"]
     assert values[:2] == [{"text": "x"}, {"text": "x!"}]
     assert values[-1]["__interrupt__"][0]["value"]["text"] == "x!"
+
+
+async def test_checkpoints_mode(client):
+    tid = (await client.threads.create())["thread_id"]
+    saved = [d for e, d in await _stream(client, tid, input={"text": "x"},
+                                         stream_mode="checkpoints") if e == "checkpoints"]
+    assert [c["metadata"]["step"] for c in saved] == [-1, 0, 1]
+    assert saved[-1]["next"] == ["ask"] and saved[-1]["values"] == {"text": "x!"}
+    assert saved[-1]["config"]["configurable"]["thread_id"] == tid
+    assert saved[-1]["parent_config"]["configurable"]["checkpoint_id"] == \
+        saved[-2]["config"]["configurable"]["checkpoint_id"]
