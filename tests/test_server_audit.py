@@ -164,3 +164,24 @@ async def test_run_metadata_and_config_reach_the_run_and_its_events(url):
     run = (await client.runs.list(tid))[0]
     assert run["metadata"] == {"m": "one"}
     assert run["kwargs"]["config"]["configurable"]["user_id"] == "ann"
+
+
+async def test_reconnect_mid_run_with_last_event_id_no_gap_no_duplicate(url):
+    client = get_client(url=url, api_key=None)
+    tid = (await client.threads.create())["thread_id"]
+    modes = ["values", "updates", "tasks"]
+    seen = []
+    stream = client.runs.stream(tid, "slow", input={"text": "r"}, stream_mode=modes,
+                                stream_resumable=True)
+    async for part in stream:  # the first few events, then the client drops
+        seen.append(part)
+        if len(seen) == 3:
+            break
+    await stream.aclose()
+    run_id = seen[0].data["run_id"]
+    assert (await client.runs.get(tid, run_id))["status"] == "running"  # still going
+    rest = [p async for p in client.runs.join_stream(tid, run_id, last_event_id=seen[-1].id)]
+    whole = [p async for p in client.runs.join_stream(tid, run_id)]  # after the end
+    assert [p.id for p in seen + rest] == [p.id for p in whole]
+    assert [(p.event, p.data) for p in seen + rest] == [(p.event, p.data) for p in whole]
+    assert whole[-1].event == "values" and whole[-1].data == {"text": "r.."}
