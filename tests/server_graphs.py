@@ -160,3 +160,25 @@ _p.add_node("approve", approve_reply)
 _p.add_edge(START, "approve")
 _p.add_edge("approve", END)
 pause_graph = _p
+
+
+class Approval(MessagesState, total=False):
+    answer: str
+
+
+def _answer(state: Approval) -> dict:
+    return {"messages": [AIMessage(content="Hello! May I go on?")]}
+
+
+def _approve(state: Approval) -> dict:
+    return {"answer": str(interrupt("go on?"))}
+
+
+_ap = StateGraph(Approval)
+_ap.add_node("model", _answer)
+_ap.add_node("approve", _approve)
+_ap.add_edge(START, "model")
+_ap.add_edge("model", "approve")
+_ap.add_edge("approve", END)
+approval_agent = _ap
+"""docs/server.md's agent: answers, then asks for approval (interrupt)."""

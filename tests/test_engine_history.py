@@ -97,6 +97,18 @@ def test_a_replay_saves_a_fork_and_runs_on_from_it(checkpointer, thread_id, back
     assert len(list(app.get_state_history(thread_id=thread_id))) == 4 + len(again)
 
 
+@pytest.mark.parametrize("back", [3, 2, 1, 0])
+def test_a_replay_streams_the_saved_state_first(checkpointer, thread_id, back):
+    app = chain().compile(checkpointer=checkpointer)
+    app.invoke({"x": ["in"]}, thread_id=thread_id)
+    past = list(app.get_state_history(thread_id=thread_id))[back]
+    values = list(app.stream(None, past.config, stream_mode="values"))
+    # as LangGraph 1.2: the input checkpoint streams its state before the input is applied
+    # each step's state once
+    every = [{"x": []}, {"x": ["in"]}, {"x": ["in", "a"]}, {"x": ["in", "a", "b"]}]
+    assert values == every[3 - back:]
+
+
 def test_update_state_before_anything_ran_is_the_input(checkpointer, thread_id):
     app = chain().compile(checkpointer=checkpointer)
     cfg = app.update_state({"configurable": {"thread_id": thread_id}}, {"x": ["u"]})

@@ -30,6 +30,8 @@ def serve_command(
                                          help="JSON file of SHA-256 API keys"),
     auth: str | None = typer.Option(None, "--auth", help="MODULE:ATTR of an auth hook"),
     cors_origin: list[str] = typer.Option(None, "--cors-origin", help="allowed origin"),
+    run_timeout: float = typer.Option(86400.0, "--run-timeout",
+                                      help="seconds a run may take (then 'timeout')"),
     log_level: str = typer.Option("warning", "--log-level"),
 ) -> None:
     """Serve graphs to langgraph_sdk clients (and OpenAI clients, under /v1)."""
@@ -44,7 +46,7 @@ def serve_command(
             list(targets or []), config=str(config) if config else None, db=db,
             postgres=postgres, host=host, port=port,
             keys_file=str(api_keys) if api_keys else None, auth_spec=auth,
-            cors_origins=list(cors_origin or []))
+            cors_origins=list(cors_origin or []), run_timeout_s=run_timeout)
         serve(cfg, log_level=log_level)
     except ConfigError as exc:
         raise CliError(str(exc), 2) from exc

@@ -71,25 +71,28 @@ async def start_run(loop: RunLoop, input: Any) -> tuple[Planned, Resume | None]:
         # a replay (a checkpoint_id named) runs the step anew, its saved writes unused
         replay = loop.config_id() is not None
         planned = await _continue(loop, loop.saved)
-        _emit_resumed_values(loop)
         return planned, None if replay else _continued(loop.saved)
     return await _start_input(loop, input), None
 
 
-def _emit_resumed_values(loop: RunLoop) -> None:
+def _emit_resumed_values(loop: RunLoop, before_start: bool = False) -> None:
     """A run that continues a saved state (``None`` or a ``Command`` as input) streams
-    that state first in ``values`` mode, as LangGraph."""
-    if loop.emit is not None and "values" in loop.modes and loop.versions:
+    that state first in ``values`` mode, as LangGraph (``before_start``: the saved state
+    holds only a START step's input, still to apply, so nothing may be versioned yet)."""
+    if loop.emit is not None and "values" in loop.modes and (loop.versions or before_start):
         loop.emit("values", loop.output())
 
 
 async def _continue(loop: RunLoop, saved: CheckpointTuple) -> Planned:
     """``invoke(None)``: go on from ``saved``. Replaying a checkpoint named in the config
     first saves a ``"fork"`` copy of it, as LangGraph, so the replay is a new branch; a
-    checkpoint whose next task is START runs the START step with its saved input."""
+    checkpoint whose next task is START runs the START step with its saved input. The
+    saved state streams first (``values``), before that START step applies the input:
+    ``{}`` for a thread's input checkpoint, as LangGraph."""
     pending = start_writes(saved)
     if loop.config_id() and saved.metadata.get("source") not in ("update", "fork"):
         await _save_fork(loop, saved, pending)
+    _emit_resumed_values(loop, pending is not None)
     if pending is not None:
         return await run_start_step(loop, pending)
     return plan_from_saved(loop, saved)

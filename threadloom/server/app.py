@@ -108,7 +108,7 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
         db: the server's tables (threads, runs, events).
         authenticate_hook: who is calling (``auth.KeyAuth`` or a custom hook); None
             lets everyone in as the anonymous principal.
-        limits: body and event size limits, event retention.
+        limits: body and event size limits, event retention, the run timeout.
         cors_origins: origins allowed by CORS (none: CORS off).
         queue: the run queue (default: ``LocalRunQueue``).
         close_on_exit: close ``db`` and ``checkpointer`` when the app stops.
@@ -119,7 +119,8 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
     assistants.bind(db)
     log_ = EventLog(db, max_event_bytes=limits.max_event_bytes)
     threads, runs = Threads(db), Runs(db)
-    manager = RunManager(assistants, threads, runs, log_, queue or LocalRunQueue())
+    manager = RunManager(assistants, threads, runs, log_, queue or LocalRunQueue(),
+                         run_timeout_s=limits.run_timeout_s)
     state = ServerState(assistants, db, checkpointer, threads, runs, log_, manager,
                         authenticate_hook, limits, list(cors_origins or []))
 
@@ -148,8 +149,8 @@ def create_app(assistants: Assistants, checkpointer: Any, db: Database, *,
                                         allow_methods=["*"], allow_headers=["*"],
                                         expose_headers=["Location", "Content-Location"]))
     # runs first: a stream request is matched without trying every other route first
-    routes = [*routes_runs.ROUTES, *routes_meta.ROUTES, *routes_assistants.ROUTES,
-              *routes_threads.ROUTES, *routes_openai.ROUTES]
+    routes = [*routes_meta.NOT_SERVED, *routes_runs.ROUTES, *routes_meta.ROUTES,
+              *routes_assistants.ROUTES, *routes_threads.ROUTES, *routes_openai.ROUTES]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={ApiError: _api_error, HTTPException: _http_error,
                                         Exception: _crash})

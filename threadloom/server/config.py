@@ -42,6 +42,7 @@ class ServerConfig:
     auth_spec: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    run_timeout_s: float | None = 86400.0  # LangGraph's BG_JOB_TIMEOUT_SECS default
 
     @classmethod
     def build(cls, targets: list[str], *, config: str | None = None, **kw: Any) -> ServerConfig:

@@ -185,6 +185,20 @@ class Executor:
                            interrupts=interrupts_by_task(snap) if snap else {}, error=error)
         return await self._succeeded(run_id, thread_id, graph, mapper, events)
 
+    async def timed_out(self, job: RunJob, limit_s: float) -> Outcome:
+        """The outcome of a run stopped after ``limit_s`` seconds: status ``timeout``
+        (as LangGraph's server), an ``error`` event saying so, the thread ``error`` with
+        the steps it saved (resumable, as after a graph that raised)."""
+        run_id, thread_id = job.run["run_id"], job.run["thread_id"]
+        error = {"error": "TimeoutError", "node": None, "step": None,
+                 "message": f"run {run_id} exceeded the server's run timeout of "
+                            f"{limit_s:g} s (threadloom serve --run-timeout)"}
+        self.log.append(run_id, "error", dumps(error))
+        snap = await _state(job.assistant.graph, thread_id)
+        return Outcome("timeout", {"__error__": error}, "error",
+                       values=jsonable(snap.values) if snap else None,
+                       interrupts=interrupts_by_task(snap) if snap else {}, error=error)
+
     async def _succeeded(self, run_id: str, thread_id: str, graph: CompiledGraph,
                          mapper: StreamMapper, events: EventsMapper | None) -> Outcome:
         snap = await _state(graph, thread_id)

@@ -31,6 +31,17 @@ async def spec(request: Request) -> Response:
     return JSON(_SPEC)
 
 
+async def not_served(request: Request) -> Response:
+    """A path of LangGraph's API that threadloom does not serve yet (a thread's crons):
+    404 ``{"detail": "Not Found"}``, as every other unknown path (not 405 from the run
+    routes whose pattern it matches)."""
+    return JSON({"detail": "Not Found"}, status_code=404)
+
+
+# matched before the run routes; not API routes, so not in the OpenAPI description
+NOT_SERVED = [Route("/threads/{thread_id}/runs/crons", not_served,
+                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
+
 ROUTES = [
     Route("/ok", ok, methods=["GET"]),
     Route("/info", info, methods=["GET"]),

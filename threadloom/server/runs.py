@@ -47,13 +47,15 @@ class RunManager:
     """See the module docstring. One per server process."""
 
     def __init__(self, assistants: Assistants, threads: Threads, runs: Runs, log: EventLog,
-                 queue: RunQueue, executor: Executor | None = None) -> None:
+                 queue: RunQueue, executor: Executor | None = None, *,
+                 run_timeout_s: float | None = None) -> None:
         self.assistants = assistants
         self.threads = threads
         self.runs = runs
         self.log = log
         self.queue = queue
         self.executor = executor or Executor(log)
+        self.run_timeout_s = run_timeout_s
         self._jobs: dict[str, RunJob] = {}
         self._done: dict[str, asyncio.Event] = {}
         self._outputs: dict[str, Any] = {}  # output of runs that ended here, until read
@@ -199,7 +201,7 @@ class RunManager:
         try:
             before = await _latest_checkpoint(job.assistant, thread_id)
             await self.runs.mark_started(run_id, before)
-            outcome = await self.executor.execute(job)
+            outcome = await self._execute_in_time(job)
             await self._finish(job, outcome)
         except asyncio.CancelledError:
             action = self._cancel_action.pop(run_id, None)
@@ -214,6 +216,14 @@ class RunManager:
             done = self._done.pop(run_id, None)
             if done is not None:
                 done.set()
+
+    async def _execute_in_time(self, job: RunJob) -> Outcome:
+        """The run's outcome; ``timeout`` when it outlives ``run_timeout_s``."""
+        try:
+            async with asyncio.timeout(self.run_timeout_s):
+                return await self.executor.execute(job)
+        except TimeoutError:  # (a graph's own TimeoutError is an error outcome already)
+            return await self.executor.timed_out(job, self.run_timeout_s or 0.0)
 
     async def _finish(self, job: RunJob, outcome: Outcome) -> None:
         run_id, thread_id = job.run["run_id"], job.run["thread_id"]

@@ -44,7 +44,8 @@ def open_store(config: ServerConfig) -> tuple[Any, Database]:
 
 
 def open_app(config: ServerConfig, limits: Limits | None = None) -> Any:
-    """The ASGI app serving ``config``'s graphs.
+    """The ASGI app serving ``config``'s graphs (``limits``: by default, the
+    ``Limits`` defaults with ``config``'s run timeout).
 
     Raises:
         ConfigError: a graph that does not load, an address that may not be bound
@@ -62,7 +63,8 @@ def open_app(config: ServerConfig, limits: Limits | None = None) -> Any:
         checkpointer.close()
         raise ConfigError(str(exc)) from exc
     return create_app(Assistants(graphs), checkpointer, db, authenticate_hook=hook,
-                      limits=limits, cors_origins=config.cors_origins,
+                      limits=limits or Limits(run_timeout_s=config.run_timeout_s),
+                      cors_origins=config.cors_origins,
                       loopback=is_loopback_name(config.host))
 
 
@@ -92,6 +94,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--api-keys", dest="keys_file", help="JSON file of SHA-256 API keys")
     p.add_argument("--auth", dest="auth_spec", help="MODULE:ATTR of an authenticate hook")
     p.add_argument("--cors-origin", dest="cors_origins", action="append", default=[])
+    p.add_argument("--run-timeout", type=float, default=86400.0, metavar="SECONDS",
+                   help="a run still going after this ends 'timeout' (default: one day)")
     p.add_argument("--log-level", default="warning")
     return p
 
@@ -103,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         config = ServerConfig.build(
             args.targets, config=args.config, db=args.db, postgres=args.postgres,
             host=args.host, port=args.port, keys_file=args.keys_file,
-            auth_spec=args.auth_spec, cors_origins=args.cors_origins)
+            auth_spec=args.auth_spec, cors_origins=args.cors_origins,
+            run_timeout_s=args.run_timeout)
         serve(config, log_level=args.log_level)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -21,11 +21,13 @@ from threadloom.server.threads_store import Threads
 
 @dataclass
 class Limits:
-    """Size limits: request bodies and single stream events, in bytes; event age."""
+    """Limits: request bodies and single stream events, in bytes; event age; a run's
+    time (seconds; None: no limit), LangGraph's ``BG_JOB_TIMEOUT_SECS`` (one day)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     event_ttl_s: float = 7 * 24 * 3600.0
+    run_timeout_s: float | None = 86400.0
 
 
 @dataclass

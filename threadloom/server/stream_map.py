@@ -3,10 +3,12 @@
 The wire modes a run asks for map onto the engine's: ``messages-tuple`` is the engine's
 ``messages`` and arrives as event ``messages`` with data ``[chunk, metadata]``;
 ``messages`` (LangChain's accumulated form) arrives as ``messages/metadata`` (once per
-message), then ``messages/partial`` with the message so far; ``tasks`` are the task
-start and result entries of the engine's ``debug``. A subgraph's event is named
-``mode|ns1|ns2`` (``stream_subgraphs``). An interrupt is an ``updates`` event
-``{"__interrupt__": [...]}``, and the run's last ``values`` event carries it too.
+message), then ``messages/partial`` with the message so far; ``tasks`` is the engine's
+own (LangGraph's shapes); ``debug`` is built as LangGraph's: each ``checkpoints`` and
+``tasks`` event wrapped as ``{step, timestamp, type, payload}`` (the task's step read
+from the engine's ``debug``). A subgraph's event is named ``mode|ns1|ns2``
+(``stream_subgraphs``). An interrupt is an ``updates`` event ``{"__interrupt__": [...]}``,
+and the run's last ``values`` event carries it too.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any
 
 from threadloom.messages.types import AIMessageChunk, BaseMessage
 from threadloom.server.stream_events import EventsMapper
-from threadloom.server.wire import dumps, jsonable, message_json
+from threadloom.server.wire import dumps, jsonable, message_json, now_iso
 
 WIRE_TO_ENGINE = {"values": "values", "updates": "updates", "messages-tuple": "messages",
                   "messages": "messages", "custom": "custom", "debug": "debug",
-                  "tasks": "debug", "checkpoints": "checkpoints"}
+                  "tasks": "tasks", "checkpoints": "checkpoints"}
+DEBUG_MODES = ("debug", "tasks", "checkpoints")  # the engine's, for the wire's ``debug``
 
 
 def engine_modes(wire: Sequence[str]) -> list[str]:
@@ -29,6 +32,8 @@ def engine_modes(wire: Sequence[str]) -> list[str]:
     ``debug`` and ``messages``."""
     modes = {"values", "updates"}
     modes.update(WIRE_TO_ENGINE[m] for m in wire if m in WIRE_TO_ENGINE)
+    if "debug" in wire:
+        modes.update(DEBUG_MODES)
     if "events" in wire:
         modes.update(("debug", "messages"))
     return sorted(modes)
@@ -46,6 +51,7 @@ class StreamMapper:
         self.last_values: Any = None
         self._seen_messages: dict[str, BaseMessage] = {}
         self.events = events if "events" in self.wire else None
+        self._steps: dict[tuple[str, ...], int] = {}  # each namespace's task step (debug)
 
     def map(self, namespace: tuple[str, ...], mode: str, payload: Any
             ) -> Iterable[tuple[str, str]]:
@@ -71,13 +77,27 @@ class StreamMapper:
         elif mode == "debug":
             if self.events is not None and not namespace:
                 yield from self.events.debug(payload)
+            if isinstance(payload, dict) and payload.get("type") != "checkpoint":
+                self._steps[namespace] = payload.get("step", 0)
+        elif mode in ("tasks", "checkpoints"):
+            if mode in self.wire:
+                yield mode + suffix, dumps(payload)
             if "debug" in self.wire:
-                yield "debug" + suffix, dumps(payload)
-            if "tasks" in self.wire and isinstance(payload, dict) and \
-                    payload.get("type") in ("task", "task_result"):
-                yield "tasks" + suffix, dumps(payload.get("payload"))
-        elif mode in self.wire:  # custom, checkpoints
+                yield "debug" + suffix, dumps(self._debug(namespace, mode, payload))
+        elif mode in self.wire:  # custom
             yield mode + suffix, dumps(payload)
+
+    def _debug(self, namespace: tuple[str, ...], mode: str, payload: Any) -> dict[str, Any]:
+        """A ``debug`` event as LangGraph's: a checkpoint at its step, a task (``task``
+        or ``task_result``) at the step it runs in."""
+        if mode == "checkpoints":
+            step = (payload.get("metadata") or {}).get("step", -1)
+            kind = "checkpoint"
+            payload = {k: v for k, v in payload.items() if k != "id"}
+        else:
+            step = self._steps.get(namespace, 0)
+            kind = "task_result" if "result" in payload else "task"
+        return {"step": step, "timestamp": now_iso(), "type": kind, "payload": payload}
 
     def _messages(self, suffix: str, payload: Any) -> Iterable[tuple[str, str]]:
         chunk, meta = payload
