@@ -43,6 +43,12 @@ _PARAM = re.compile(r"([?&;]([^=&;#\s]*)=)([^&;#\s'\"<>]*)")
 _SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential", re.IGNORECASE)
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a config key or parameter name looks like it holds a secret (``api_key``,
+    ``token``, ``password``, ``auth``, ``signature``, ``credential``...)."""
+    return _SECRET_NAME.search(name) is not None
+
+
 def _mask_params(url: str) -> str:
     def one(m: re.Match[str]) -> str:
         secret = _SECRET_NAME.search(m.group(2)) and m.group(3)

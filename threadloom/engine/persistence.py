@@ -26,6 +26,7 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.engine.replay import with_checkpoint_map
 from threadloom.engine.routing import Planned, saved_next
+from threadloom.engine.run_metadata import run_metadata
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
 from threadloom.engine.untracked import tracked_next, tracked_values, tracked_writes
@@ -222,13 +223,21 @@ class Persistence:
             self._emit_checkpoint(cid, metadata, planned, parent)
 
     def _metadata(self, source: str, tasks: list[Task]) -> dict[str, Any]:
-        """A checkpoint's metadata: what saved it, the step, each task's writes."""
-        return {
+        """A checkpoint's metadata: what saved it, the step, each task's writes, and the
+        run's own keys (``run_metadata``)."""
+        meta = {
             "source": source,
             "step": self.step,
             "writes": {t.name: _written(t) for t in tasks} if tasks else {},
             "parents": dict(self.parents) if self.parents else {},
         }
+        extra = self.__dict__.get("_run_meta")
+        if extra is None:
+            extra = self.__dict__["_run_meta"] = {
+                k: v for k, v in run_metadata(self.config).items() if k not in meta}
+        if extra:
+            meta.update(extra)
+        return meta
 
     async def _save(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
