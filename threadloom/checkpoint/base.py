@@ -291,6 +291,26 @@ class BaseCheckpointer:
         """
         raise NotImplementedError
 
+    def put_with_writes(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Checkpoint,
+        metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+    ) -> dict[str, Any]:
+        """What a step of one task saves, as LangGraph does: the task's ``writes``
+        against the checkpoint ``config`` names (``put_writes``), then ``checkpoint`` as
+        its child (``put``). This default makes the two calls; the built-in
+        checkpointers make both in one transaction.
+
+        Returns:
+            The config naming the saved checkpoint.
+        """
+        self.put_writes(config, writes, task_id)
+        return self.put(config, checkpoint, metadata, new_versions)
+
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread, in every namespace."""
         raise NotImplementedError
@@ -350,6 +370,14 @@ class BaseCheckpointer:
     ) -> None:
         """Async ``put_writes``."""
         await to_worker(self.put_writes, config, writes, task_id)
+
+    async def aput_with_writes(
+        self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int], writes: Sequence[tuple[str, Any]], task_id: str,
+    ) -> dict[str, Any]:
+        """Async ``put_with_writes``."""
+        return await to_worker(self.put_with_writes, config, checkpoint, metadata,
+                               new_versions, writes, task_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""

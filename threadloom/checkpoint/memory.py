@@ -300,13 +300,16 @@ class InMemoryCheckpointer(StoredCheckpointer):
     def _tx(self, write: bool) -> _Locked:
         return self._locked
 
-    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
+    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None,
+                writes: list[tuple[str, int, str, bytes]] | None = None) -> int:
         # As StoredCheckpointer._commit with the _MemoryTx primitives it calls
         # (_check_base, insert_checkpoint) inlined: this runs on every save.
         thread_id, ns, cid, parent_id, record, metadata = row
         with self._lock:
             if token is not None:
                 self._current_lease(self._txn, thread_id, token)
+            if writes:
+                self._txn.insert_writes(thread_id, ns, parent_id or "", writes)
             spaces = self._data.get(thread_id)
             space = spaces.get(ns) if spaces else None
             if new:  # a delta whose base was pruned meanwhile becomes a snapshot, in place:

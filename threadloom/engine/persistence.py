@@ -88,12 +88,38 @@ class Persistence:
     async def _record_writes(self, task: Task) -> None:
         if self.cp is None or self.durability == "exit" or task.result is None:
             return
-        result = task.result
+        await self._flush_pending_put()
+        await self.cp_call("put_writes", self.checkpoint_config, self._writes_of(task), task.id)
+
+    def _writes_of(self, task: Task) -> list[tuple[str, Any]]:
+        """The writes saved for a finished ``task``: its channel writes (tracked ones
+        only) and its ``__scheduled__`` routing."""
+        result: Any = task.result
         writes = [*result.writes, (SCHEDULED, result.goto_payload())]
         if self.graph.untracked_keys:
             writes = tracked_writes(self.graph.untracked_keys, writes)
-        await self._flush_pending_put()
-        await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+        return writes
+
+    def _with_lone_writes(self, source: str, tasks: list[Task], args: tuple[Any, ...]
+                          ) -> tuple[Any, ...]:
+        """A put's ``args`` plus, for a step whose one task finished and saved nothing yet,
+        that task's writes and id: saved against the step's own checkpoint with the new
+        one (``put_with_writes``), as LangGraph saves every task's writes, so history
+        shows the task's ``result``. A step of several tasks saved each as it finished."""
+        if source != "loop" or len(tasks) != 1 or tasks[0].result is None or tasks[0].cached:
+            return args
+        return (*args, self._writes_of(tasks[0]), tasks[0].id)
+
+    def _put_sync(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        """``cp.put(*args)``, or ``put_with_writes`` for the args of ``_with_lone_writes``
+        (a checkpointer without it: ``put_writes`` then ``put``)."""
+        cp: Any = self.cp
+        if len(args) == 4:
+            return cp.put(*args)  # type: ignore[no-any-return]
+        if hasattr(cp, "put_with_writes"):
+            return cp.put_with_writes(*args)  # type: ignore[no-any-return]
+        cp.put_writes(args[0], args[4], args[5])
+        return cp.put(*args[:4])  # type: ignore[no-any-return]
 
     async def _record_finished(self, tasks: list[Task]) -> None:
         """With ``durability="exit"``, when a step fails or pauses: save the writes of its
@@ -104,11 +130,8 @@ class Persistence:
         for task in tasks:
             if task.result is not None:
                 await self._save_unsaved_for(task)
-                result = task.result
-                writes = [*result.writes, (SCHEDULED, result.goto_payload())]
-                if self.graph.untracked_keys:
-                    writes = tracked_writes(self.graph.untracked_keys, writes)
-                await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+                await self.cp_call("put_writes", self.checkpoint_config, self._writes_of(task),
+                                   task.id)
 
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
         if self.cp is None:
@@ -213,9 +236,8 @@ class Persistence:
         checkpoint = self._checkpoint(cid, ts, planned)
         metadata = self._metadata(source, tasks)
         parent = self.checkpoint_config
-        config = self.cp.put(  # type: ignore[union-attr]
-            parent, checkpoint, metadata, {k: versions[k] for k in updated}
-        )
+        config = self._put_sync(self._with_lone_writes(
+            source, tasks, (parent, checkpoint, metadata, {k: versions[k] for k in updated})))
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
         if self.emit is not None:
@@ -261,6 +283,7 @@ class Persistence:
         if self.lease is not None:
             await self.lease.renew_if_due()
         parent = self.checkpoint_config
+        args = self._with_lone_writes(source, tasks, (parent, checkpoint, metadata, new_versions))
         if durability == "async" and not self.blocking_ok:
             # Name the new checkpoint at once: writes of the next step belong to it, and
             # are saved only after it (every put_writes waits for the pending put).
@@ -268,14 +291,12 @@ class Persistence:
             self.checkpoint_config = self.fenced(
                 make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
-            self.pending_put = asyncio.ensure_future(
-                self._put_now((parent, checkpoint, metadata, new_versions))
-            )
+            self.pending_put = asyncio.ensure_future(self._put_now(args))
         elif self.blocking_ok or getattr(cp, "inline_io", False):
-            self.checkpoint_config = self.fenced(cp.put(parent, checkpoint, metadata, new_versions))
+            self.checkpoint_config = self.fenced(self._put_sync(args))
             self._unsaved_exit = None
         else:
-            await self._put_now((parent, checkpoint, metadata, new_versions))
+            await self._put_now(args)
         if self.emit is not None:
             self._emit_checkpoint(cid, metadata, planned, parent)
 
@@ -331,7 +352,11 @@ class Persistence:
                 self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
-        config = await self.cp_call("put", *args)
+        if len(args) == 4 or hasattr(self.cp, "put_with_writes"):
+            config = await self.cp_call("put" if len(args) == 4 else "put_with_writes", *args)
+        else:
+            await self.cp_call("put_writes", args[0], args[4], args[5])
+            config = await self.cp_call("put", *args[:4])
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
 

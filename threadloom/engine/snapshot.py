@@ -298,9 +298,12 @@ COPY = "__copy__"
 """``update_state(config, None, as_node=COPY)``: copy a checkpoint as a sibling fork."""
 
 
-async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any) -> dict[str, Any]:
+async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any,
+                     *, copy_input: bool = True) -> dict[str, Any]:
     """LangGraph's copy-fork: a ``"fork"`` checkpoint with ``saved``'s state and next tasks,
-    saved beside it (under the same parent), one step on.
+    saved beside it (under the same parent), one step on; the copy of an input checkpoint
+    keeps its input (the START task's writes) unless ``copy_input`` is False (the copy is
+    then updated as LangGraph's copy-and-update does, the update being the new input).
 
     Raises:
         InvalidUpdateError: ``values`` given, or no checkpoint to copy.
@@ -319,6 +322,7 @@ async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any) 
 
     pending = start_writes(saved)
     kept = plan_from_saved(loop, saved) if pending is None else Planned([START], [])
+    pending = pending if copy_input else None
     conf = saved.config["configurable"]
     ns = conf.get("checkpoint_ns", "")
     loop.checkpoint_config = saved.parent_config or {
