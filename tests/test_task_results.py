@@ -199,7 +199,7 @@ def test_a_copy_fork_updated_by_a_list_of_updates(cp: Any) -> None:
         app.update_state(at_agent.config, [5], as_node="__copy__")
 
 
-def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp: Any) -> None:
+def _double_then_note(cp: Any) -> Any:
     class S(TypedDict):
         num: int
         text: str
@@ -210,12 +210,51 @@ def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp
     g.add_node("note", lambda s: {"log": ["noted"]})
     g.add_edge(START, "double")
     g.add_edge("double", "note")
-    app = g.compile(checkpointer=cp)
-    app.invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
-    tasks = [(t.name, t.result) for s in app.get_state_history(thread_id="t") for t in s.tasks]
-    # a key with a reducer: the merged value does not tell the write, so no result
-    assert tasks == [("note", None), ("double", {"num": 2, "text": "oneone"}),
-                     ("__start__", {"num": 1, "text": "one", "log": []})]
+    return g.compile(checkpointer=cp)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_history_shows_a_lone_tasks_result_even_for_a_reducer_key(
+    cp: Any, durability: str
+) -> None:
+    # as LangGraph: a step of one task saves the task's writes with its checkpoint, so
+    # its result is what it wrote (a reducer key too), also in get_state by checkpoint id
+    app = _double_then_note(cp)
+    app.invoke({"num": 1, "text": "one", "log": []}, thread_id="t", durability=durability)
+    await app.ainvoke({"num": 1, "text": "one", "log": []}, thread_id="a",
+                      durability=durability)
+    for thread in ("t", "a"):
+        history = list(app.get_state_history(thread_id=thread))
+        tasks = [(t.name, t.result) for s in history for t in s.tasks]
+        assert tasks == [("note", {"log": ["noted"]}), ("double", {"num": 2, "text": "oneone"}),
+                         ("__start__", {"num": 1, "text": "one", "log": []})]
+        older = app.get_state(history[1].config)
+        assert [(t.name, t.result) for t in older.tasks] == [("note", {"log": ["noted"]})]
+
+
+def test_a_lone_tasks_writes_and_checkpoint_are_one_save() -> None:
+    # put_with_writes (one transaction; PostgreSQL: one round trip), never put_writes
+    # then put; a step of several tasks saves each task's writes as it finishes
+    from threadloom import InMemoryCheckpointer
+
+    calls: list[str] = []
+
+    class Counting(InMemoryCheckpointer):
+        def put(self, *args: Any) -> Any:
+            calls.append("put")
+            return super().put(*args)
+
+        def put_writes(self, *args: Any) -> Any:
+            calls.append("put_writes")
+            return super().put_writes(*args)
+
+        def put_with_writes(self, *args: Any) -> Any:
+            calls.append("put_with_writes")
+            return super().put_with_writes(*args)
+
+    _double_then_note(Counting()).invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
+    # the input checkpoint and its START writes, the START step, then one save per node
+    assert calls == ["put", "put_writes", "put", "put_with_writes", "put_with_writes"]
 
 
 def test_the_tasks_stream_mode_sends_each_tasks_start_and_end(cp: Any) -> None:

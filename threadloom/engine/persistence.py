@@ -31,6 +31,7 @@ from threadloom.engine.tasks import Task, task_id
 from threadloom.engine.untracked import tracked_next, tracked_values, tracked_writes
 from threadloom.errors import GraphRunError, ParentCommand
 from threadloom.redact import mask_urls
+from threadloom.types import START
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
@@ -105,8 +106,10 @@ class Persistence:
         """A put's ``args`` plus, for a step whose one task finished and saved nothing yet,
         that task's writes and id: saved against the step's own checkpoint with the new
         one (``put_with_writes``), as LangGraph saves every task's writes, so history
-        shows the task's ``result``. A step of several tasks saved each as it finished."""
-        if source != "loop" or len(tasks) != 1 or tasks[0].result is None or tasks[0].cached:
+        shows the task's ``result``. A step of several tasks saved each as it finished;
+        the START task's writes were saved with the input checkpoint."""
+        if source != "loop" or len(tasks) != 1 or tasks[0].result is None or (
+                tasks[0].cached or tasks[0].name == START):
             return args
         return (*args, self._writes_of(tasks[0]), tasks[0].id)
 
