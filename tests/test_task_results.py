@@ -51,6 +51,65 @@ def _parallel(cp: Any, fail: list[bool]) -> Any:
     return g.compile(checkpointer=cp)
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_finished_task_saves_its_writes_and_no_marker(cp: Any, durability: str) -> None:
+    # as LangGraph: the checkpoint of a failed step holds the finished sibling's write and
+    # the failed task's error, nothing more (a task with writes is done by them; only a
+    # task that routes, or writes nothing, saves a __scheduled__ entry too)
+    calls: list[str] = []
+    fail = [True]
+
+    def one(s: Add) -> dict[str, int]:
+        calls.append("one")
+        return {"value": 2}
+
+    def two(s: Add) -> dict[str, int]:
+        calls.append("two")
+        if fail[0]:
+            raise ConnectionError("I'm not good")
+        return {"value": 3}
+
+    g = StateGraph(Add)
+    g.add_node("one", one)
+    g.add_node("two", two)
+    g.add_edge(START, "one")
+    g.add_edge(START, "two")
+    app = g.compile(checkpointer=cp)
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(ConnectionError):
+        app.invoke({"value": 1}, config, durability=durability)
+    saved = cp.get_tuple(config)
+    writes = sorted((w.channel, w.value) for w in saved.pending_writes)
+    assert writes == [("__error__", "ConnectionError(\"I'm not good\")"), ("value", 2)]
+    fail[0] = False
+    assert app.invoke(None, config, durability=durability) == {"value": 6}
+    assert calls == ["one", "two", "two"]  # "one" finished: not run again
+
+
+def test_a_task_that_writes_nothing_is_still_done_on_resume(cp: Any) -> None:
+    calls: list[str] = []
+
+    def quiet(s: Add) -> None:
+        calls.append("quiet")
+
+    def boom(s: Add) -> dict[str, int]:
+        calls.append("boom")
+        if len(calls) < 3:
+            raise ConnectionError("down")
+        return {"value": 1}
+
+    g = StateGraph(Add)
+    g.add_node("quiet", quiet)
+    g.add_node("boom", boom)
+    g.add_edge(START, "quiet")
+    g.add_edge(START, "boom")
+    app = g.compile(checkpointer=cp)
+    with pytest.raises(ConnectionError):
+        app.invoke({"value": 1}, thread_id="t")
+    assert app.invoke(None, thread_id="t") == {"value": 2}
+    assert sorted(calls) == ["boom", "boom", "quiet"]
+
+
 def test_a_failed_step_shows_the_finished_tasks_result_and_the_errors_repr(cp: Any) -> None:
     app = _parallel(cp, [True])
     with pytest.raises(ConnectionError):

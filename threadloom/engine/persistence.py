@@ -93,13 +93,17 @@ class Persistence:
         await self.cp_call("put_writes", self.checkpoint_config, self._writes_of(task), task.id)
 
     def _writes_of(self, task: Task) -> list[tuple[str, Any]]:
-        """The writes saved for a finished ``task``: its channel writes (tracked ones
-        only) and its ``__scheduled__`` routing."""
+        """The writes saved for a finished ``task``, as LangGraph's: its channel writes
+        (tracked ones only), and ``__scheduled__`` when it routed (a ``Command``'s goto,
+        ``Send``s) or wrote nothing (LangGraph's ``__no_writes__``): a task with saved
+        writes is done."""
         result: Any = task.result
-        writes = [*result.writes, (SCHEDULED, result.goto_payload())]
+        writes = result.writes
+        if result.goto or not writes:
+            writes = [*writes, (SCHEDULED, result.goto_payload())]
         if self.graph.untracked_keys:
-            writes = tracked_writes(self.graph.untracked_keys, writes)
-        return writes
+            writes = tracked_writes(self.graph.untracked_keys, writes) or [(SCHEDULED, [])]
+        return list(writes)
 
     def _with_lone_writes(self, source: str, tasks: list[Task], args: tuple[Any, ...]
                           ) -> tuple[Any, ...]:

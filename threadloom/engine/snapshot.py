@@ -110,7 +110,7 @@ def saved_tasks(
             wrote = written.setdefault(w.task_id, [])
             if w.channel in keys:
                 wrote.append((w.channel, w.value))
-    for tid in done:  # resumed since, and finished: its interrupt is answered
+    for tid in done.union(written):  # resumed since, and finished: answered
         interrupts.pop(tid, None)
     tasks = []
     for index, name in enumerate(names):

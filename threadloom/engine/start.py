@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
+from threadloom.checkpoint.base import (
+    INTERRUPT,
+    RESUME,
+    SCHEDULED,
+    SPECIAL_WRITE_CHANNELS,
+    Checkpoint,
+    CheckpointTuple,
+)
 from threadloom.engine.apply import apply_from
 from threadloom.engine.command_writes import command_writes, next_command_task
 from threadloom.engine.replay import begin as begin_travel
@@ -215,8 +222,8 @@ def paused_tasks(
             pending[w.task_id] = [
                 Interrupt(*i) if not isinstance(i, Interrupt) else i for i in w.value
             ]
-        elif w.channel == SCHEDULED:
-            done.add(w.task_id)
+        elif w.channel == SCHEDULED or w.channel not in SPECIAL_WRITE_CHANNELS:
+            done.add(w.task_id)  # a task's writes are saved when it finished
     for tid in () if replay else done:
         pending.pop(tid, None)
     return previous, pending
