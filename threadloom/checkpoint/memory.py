@@ -308,8 +308,6 @@ class InMemoryCheckpointer(StoredCheckpointer):
         with self._lock:
             if token is not None:
                 self._current_lease(self._txn, thread_id, token)
-            if writes:
-                self._txn.insert_writes(thread_id, ns, parent_id or "", writes)
             spaces = self._data.get(thread_id)
             space = spaces.get(ns) if spaces else None
             if new:  # a delta whose base was pruned meanwhile becomes a snapshot, in place:
@@ -321,6 +319,11 @@ class InMemoryCheckpointer(StoredCheckpointer):
                         new[i] = self.blobs.snapshot(blob)
             if space is None:
                 space = self._txn._ns_create(thread_id, ns)
+            if writes:  # the writes of the step's task, against the parent (as insert_writes)
+                slots = space.writes.setdefault(parent_id or "", {})
+                for task_id, idx, channel, data in writes:
+                    if idx < 0 or (task_id, idx) not in slots:
+                        slots[(task_id, idx)] = (channel, data)
             if new:
                 self._insert_blobs(space, new)
             if cid > space.last:

@@ -229,26 +229,21 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         return self._store(config, checkpoint, metadata, new_versions, None)
 
     def put_with_writes(
-        self,
-        config: Mapping[str, Any],
-        checkpoint: Checkpoint,
-        metadata: Mapping[str, Any],
-        new_versions: Mapping[str, int],
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
+        self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int], writes: Sequence[tuple[str, Any]], task_id: str,
     ) -> dict[str, Any]:
         """See ``BaseCheckpointer.put_with_writes``: the writes (against the parent, which
         ``config`` must name) and the checkpoint in one transaction (PostgreSQL: one
         round trip); raises as ``put`` and ``put_writes``."""
-        if thread_config(config)[2] is None:
-            raise CheckpointError("put_writes needs a config naming a checkpoint_id")
         return self._store(config, checkpoint, metadata, new_versions,
-                         self._write_rows(writes, task_id))
+                           self._write_rows(writes, task_id))
 
     def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,
                metadata: Mapping[str, Any], new_versions: Mapping[str, int],
                writes: builtins.list[tuple[str, int, str, bytes]] | None) -> dict[str, Any]:
         thread_id, ns, parent_id = thread_config(config)
+        if writes and parent_id is None:
+            raise CheckpointError("put_writes needs a config naming a checkpoint_id")
         cid = checkpoint["id"]
         key = (thread_id, ns)
         cached = self._parents.data.get(key)  # the last checkpoint put or loaded here
@@ -366,7 +361,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         """``writes`` as stored rows ``(task_id, idx, channel, data)``; the special
         channels have their own (negative) index, so saving them again overwrites."""
         dumps = self.codec.dumps
-        return [(task_id, WRITES_IDX.get(ch, i), ch, dumps(v, path=f"writes.{ch}"))
+        if len(writes) == 1:  # a lone task's usual step: one write
+            ch, v = writes[0]
+            return [(task_id, WRITES_IDX.get(ch, 0), ch, dumps(v, path="writes." + ch))]
+        return [(task_id, WRITES_IDX.get(ch, i), ch, dumps(v, path="writes." + ch))
                 for i, (ch, v) in enumerate(writes)]
 
     def delete_thread(self, thread_id: str) -> None:

@@ -22,9 +22,8 @@ from threadloom.checkpoint.base import (
     Checkpoint,
     make_config,
     new_checkpoint_id_ts,
-    shown_metadata,
 )
-from threadloom.engine.replay import with_checkpoint_map
+from threadloom.engine.checkpoint_events import emit_checkpoint
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
@@ -103,7 +102,7 @@ class Persistence:
             writes = [*writes, (SCHEDULED, result.goto_payload())]
         if self.graph.untracked_keys:
             writes = tracked_writes(self.graph.untracked_keys, writes) or [(SCHEDULED, [])]
-        return list(writes)
+        return writes  # type: ignore[no-any-return]  # only read by the checkpointer
 
     def _with_lone_writes(self, source: str, tasks: list[Task], args: tuple[Any, ...]
                           ) -> tuple[Any, ...]:
@@ -243,12 +242,18 @@ class Persistence:
         checkpoint = self._checkpoint(cid, ts, planned)
         metadata = self._metadata(source, tasks)
         parent = self.checkpoint_config
-        config = self._put_sync(self._with_lone_writes(
-            source, tasks, (parent, checkpoint, metadata, {k: versions[k] for k in updated})))
+        new = {k: versions[k] for k in updated}
+        task = tasks[0] if len(tasks) == 1 else None  # _with_lone_writes, inlined
+        if task is None or task.result is None or task.cached or source != "loop" or (
+                task.name == START):
+            config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
+        else:
+            config = self._put_sync((parent, checkpoint, metadata, new, self._writes_of(task),
+                                     task.id))
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
         if self.emit is not None:
-            self._emit_checkpoint(cid, metadata, planned, parent)
+            emit_checkpoint(self, cid, metadata, planned, parent)
 
     def _metadata(self, source: str, tasks: list[Task]) -> dict[str, Any]:
         """A checkpoint's metadata: what saved it, the step, each task's writes."""
@@ -283,7 +288,7 @@ class Persistence:
                 make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
             if self.emit is not None:  # streamed although not saved yet, as LangGraph
-                self._emit_checkpoint(cid, metadata, planned, parent)
+                emit_checkpoint(self, cid, metadata, planned, parent)
             return
         if self.pending_put is not None:
             await self._flush_pending_put()
@@ -305,7 +310,7 @@ class Persistence:
         else:
             await self._put_now(args)
         if self.emit is not None:
-            self._emit_checkpoint(cid, metadata, planned, parent)
+            emit_checkpoint(self, cid, metadata, planned, parent)
 
     def _checkpoint(self, cid: str, ts: str, planned: Planned) -> Checkpoint:
         """The checkpoint of the state now, with ``planned`` as its ``next``."""
@@ -324,39 +329,6 @@ class Persistence:
             checkpoint["channel_values"] = tracked_values(untracked, self.values)
             checkpoint["next"] = tracked_next(untracked, checkpoint["next"])
         return checkpoint
-
-    def _emit_checkpoint(
-        self, cid: str, metadata: dict[str, Any], planned: Planned, parent: dict[str, Any]
-    ) -> None:
-        """Send a saved checkpoint to the ``checkpoints`` and ``debug`` stream modes, as
-        LangGraph: its ``config`` and ``parent_config``, values, metadata, next nodes and
-        the next step's ``tasks`` (``id``, ``name``, ``interrupts``, ``state``)."""
-        modes = self.modes
-        if "checkpoints" in modes or "debug" in modes:
-            conf = self.config["configurable"]
-            thread, ns = conf.get("thread_id"), conf.get("checkpoint_ns", "")
-            parent_id = (parent.get("configurable") or {}).get("checkpoint_id")
-            names = planned.node_names()
-            step = self.step + 1
-            event = {
-                "id": cid,
-                # a subgraph's, with its checkpoint_map, as get_state gives it (replay.py)
-                "config": with_checkpoint_map(make_config(thread, ns, cid), metadata),
-                "parent_config": with_checkpoint_map(make_config(thread, ns, parent_id), metadata)
-                if parent_id else None,
-                "metadata": shown_metadata(metadata),
-                "next": names,
-                "values": self.output(),
-                "tasks": [
-                    {"id": task_id(cid, step, i, name), "name": name, "interrupts": (),
-                     "state": None}
-                    for i, name in enumerate(names)
-                ],
-            }
-            if "checkpoints" in modes:
-                self.emit("checkpoints", event)
-            if "debug" in modes:
-                self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
         if len(args) == 4 or hasattr(self.cp, "put_with_writes"):
