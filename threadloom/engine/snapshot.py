@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class StateTask(NamedTuple):
     """A task of the snapshot's ``next`` step, as LangGraph's ``PregelTask``.
 
-    ``path``: ``(PULL, name)`` for a task an edge triggered, ``(PUSH, index)`` for one a
+    ``path``: ``(PULL, name)`` for a task an edge triggered, ``(PUSH, index, False)`` for one a
     ``Send`` made. ``error``/``interrupts``: what it saved when it failed or paused.
     ``state``, for a task that runs a subgraph (or a graph invoked inside its node), as
     LangGraph's ``PregelTask.state``: with ``get_state(subgraphs=True)`` the subgraph's
@@ -110,17 +110,19 @@ def saved_tasks(
             wrote = written.setdefault(w.task_id, [])
             if w.channel in keys:
                 wrote.append((w.channel, w.value))
-    for tid in done.union(written):  # resumed since, and finished: answered
-        interrupts.pop(tid, None)
+    finished = done.union(written)
+    if any(tid not in finished for tid in interrupts):  # a step still paused on some: the
+        for tid in finished:  # interrupts of tasks resumed and finished since are answered
+            interrupts.pop(tid, None)
     tasks = []
     for index, name in enumerate(names):
         tid = task_id(cid, step, index, name)
-        path = (PULL, name) if index < pulled else (PUSH, index - pulled)
+        path = (PULL, name) if index < pulled else (PUSH, index - pulled, False)
         writes = written.get(tid)
         result = task_result(writes) if writes is not None or tid in done else None
         tasks.append(StateTask(tid, name, path, errors.get(tid), interrupts.get(tid, ()),
                                None, result))
-    return tasks
+    return tasks[pulled:] + tasks[:pulled]  # as LangGraph lists them: sends first
 
 
 def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
@@ -142,7 +144,7 @@ def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
                         tuple(getattr(graph, "output_keys", graph.specs)))
     return StateSnapshot(
         values=values,
-        next=tuple(names),
+        next=tuple(t.name for t in tasks),
         config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
         metadata=shown_metadata(saved.metadata),
         created_at=cp.get("ts"),
@@ -174,9 +176,12 @@ def latest_view(
 
 
 def shown(graph: CompiledGraph, snap: StateSnapshot) -> StateSnapshot:
-    """``snap`` as callers see it: a root-channel graph's ``values`` is the bare value."""
+    """``snap`` as callers see it: a root-channel graph's ``values``, and its tasks'
+    results, are the bare values (as LangGraph's single output channel)."""
     if graph.root_state:
-        return snap._replace(values=snap.values.get(ROOT))
+        tasks = tuple(t._replace(result=t.result.get(ROOT)) if isinstance(t.result, dict)
+                      else t for t in snap.tasks)
+        return snap._replace(values=snap.values.get(ROOT), tasks=tasks)
     return snap
 
 
@@ -190,7 +195,8 @@ def with_finished_tasks(
 
     from threadloom.engine.apply import apply_writes
 
-    order = {t.id: i for i, t in enumerate(snap.tasks)}
+    ran = sorted(snap.tasks, key=lambda t: t.path[:1] != (PULL,))  # the engine's order
+    order = {t.id: i for i, t in enumerate(ran)}
     done: set[str] = set()
     found: list[tuple[int, int, str, Any]] = []
     for n, w in enumerate(saved.pending_writes):
@@ -202,7 +208,7 @@ def with_finished_tasks(
     if not done:
         return snap
     found.sort(key=lambda f: f[:2])
-    names = [snap.tasks[f[0]].name for f in found]
+    names = [ran[f[0]].name for f in found]
     view = SimpleNamespace(values=dict(snap.values), channels=graph.channels, graph=graph,
                            cp=None, step=int(saved.metadata.get("step", -1)) + 1)
     try:
