@@ -350,3 +350,39 @@ def test_the_tasks_stream_mode_ends_a_failed_task_with_its_error(cp: Any) -> Non
                 ends.append((event["name"], event["error"], event["result"]))
     assert sorted(ends) == [("one", None, {"value": 2}),
                             ("two", 'ConnectionError("I\'m not good")', {})]
+
+
+def test_history_of_a_send_step_lists_sends_first_and_keeps_an_answered_interrupt(
+    cp: Any,
+) -> None:
+    # as LangGraph's history: a step's Send tasks come first (path (PUSH, i, False)),
+    # then the edge-triggered ones; a root-state graph's task result is the bare value;
+    # a task resumed and finished keeps its interrupt and shows its result
+    from threadloom import interrupt
+
+    asked: list[int] = []
+
+    def fan(state: list) -> list:
+        return ["fan"]
+
+    def ask(state: Any) -> list:
+        asked.append(state)
+        if len(asked) == 1:
+            interrupt("ok?")
+        return [f"ask|{state}"]
+
+    g = StateGraph(Annotated[list, operator.add])
+    g.add_node("fan", fan)
+    g.add_node("ask", ask)
+    g.add_node("side", lambda s: ["side"])
+    g.add_edge(START, "fan")
+    g.add_conditional_edges("fan", lambda s: [Send("ask", 1), "side"])
+    app = g.compile(checkpointer=cp)
+    app.invoke(["in"], thread_id="t")
+    assert app.invoke(None, thread_id="t") == ["in", "fan", "side", "ask|1"]
+    step = next(s for s in app.get_state_history(thread_id="t") if s.metadata["step"] == 1)
+    assert step.next == ("ask", "side")
+    assert [(t.name, t.path, t.result) for t in step.tasks] == [
+        ("ask", (PUSH, 0, False), ["ask|1"]), ("side", (PULL, "side"), ["side"])]
+    assert [i.value for i in step.tasks[0].interrupts] == ["ok?"]
+    assert [i.value for i in step.interrupts] == ["ok?"]
