@@ -146,7 +146,8 @@ def test_a_send_task_has_a_push_path(cp: Any) -> None:
     g.add_edge(START, "fan")
     app = g.compile(checkpointer=cp, interrupt_before=["work"])
     app.invoke({"out": []}, thread_id="t")
-    assert [t.path for t in app.get_state(thread_id="t").tasks] == [(PUSH, 0, False), (PUSH, 1, False)]
+    paths = [t.path for t in app.get_state(thread_id="t").tasks]
+    assert paths == [(PUSH, 0, False), (PUSH, 1, False)]
 
 
 class Foo(TypedDict):
