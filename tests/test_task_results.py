@@ -387,3 +387,28 @@ def test_history_of_a_send_step_lists_sends_first_and_keeps_an_answered_interrup
         ("ask", (PUSH, 0, False), ["ask|1"]), ("side", (PULL, "side"), ["side"])]
     assert [i.value for i in step.tasks[0].interrupts] == ["ok?"]
     assert [i.value for i in step.interrupts] == ["ok?"]
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_a_lone_write_the_codec_cannot_store_still_saves_the_checkpoint(
+    cp: Any, durability: str
+) -> None:
+    # a reducer's own marker object in a write: the state it makes is stored, the write
+    # itself cannot be; the step's checkpoint is saved without the task's writes
+    class Bump:  # not registered with the codec
+        pass
+
+    def count(current: int, update: Any) -> int:
+        return (current or 0) + (1 if isinstance(update, Bump) else update)
+
+    class S(TypedDict):
+        n: Annotated[int, count]
+
+    g = StateGraph(S)
+    g.add_node("bump", lambda s: {"n": Bump()})
+    g.add_edge(START, "bump")
+    app = g.compile(checkpointer=cp)
+    assert app.invoke({"n": 1}, thread_id="s", durability=durability) == {"n": 2}
+    assert (await app.ainvoke({"n": 1}, thread_id="a", durability=durability)) == {"n": 2}
+    for thread in ("s", "a"):
+        assert app.get_state(thread_id=thread).values == {"n": 2}

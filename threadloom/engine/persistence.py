@@ -28,7 +28,7 @@ from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
 from threadloom.engine.untracked import tracked_next, tracked_values, tracked_writes
-from threadloom.errors import GraphRunError, ParentCommand
+from threadloom.errors import GraphRunError, ParentCommand, SerializationError
 from threadloom.redact import mask_urls
 from threadloom.types import START
 
@@ -118,13 +118,18 @@ class Persistence:
 
     def _put_sync(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """``cp.put(*args)``, or ``put_with_writes`` for the args of ``_with_lone_writes``
-        (a checkpointer without it: ``put_writes`` then ``put``)."""
+        (a checkpointer without it: ``put_writes`` then ``put``). A task's write the codec
+        cannot store (a reducer's own marker object, say) leaves its writes unsaved: the
+        checkpoint is saved alone, as before threadloom kept a lone task's writes."""
         cp: Any = self.cp
         if len(args) == 4:
             return cp.put(*args)  # type: ignore[no-any-return]
-        if hasattr(cp, "put_with_writes"):
-            return cp.put_with_writes(*args)  # type: ignore[no-any-return]
-        cp.put_writes(args[0], args[4], args[5])
+        try:
+            if hasattr(cp, "put_with_writes"):
+                return cp.put_with_writes(*args)  # type: ignore[no-any-return]
+            cp.put_writes(args[0], args[4], args[5])
+        except SerializationError:
+            pass
         return cp.put(*args[:4])  # type: ignore[no-any-return]
 
     async def _record_finished(self, tasks: list[Task]) -> None:
@@ -331,10 +336,17 @@ class Persistence:
         return checkpoint
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
-        if len(args) == 4 or hasattr(self.cp, "put_with_writes"):
-            config = await self.cp_call("put" if len(args) == 4 else "put_with_writes", *args)
-        else:
-            await self.cp_call("put_writes", args[0], args[4], args[5])
+        config = None
+        try:  # as _put_sync
+            if len(args) == 4 or hasattr(self.cp, "put_with_writes"):
+                config = await self.cp_call("put" if len(args) == 4 else "put_with_writes",
+                                            *args)
+            else:
+                await self.cp_call("put_writes", args[0], args[4], args[5])
+        except SerializationError:
+            if len(args) == 4:
+                raise
+        if config is None:
             config = await self.cp_call("put", *args[:4])
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
