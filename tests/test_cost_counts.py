@@ -236,12 +236,13 @@ def _pg_round_trips(steps: int, schema: str, **kwargs: Any) -> tuple[int, int]:
 @pytest.mark.parametrize("ttl", [None, 3600.0])
 def test_postgres_super_step_is_one_round_trip(pg_schema, ttl):
     """With the default durability each super-step's checkpoint is one transaction sent
-    in one round trip: BEGIN, the lease row locked, the checkpoint, the TTL touch, COMMIT
+    in one round trip: BEGIN, the lease row locked, the lone task's two writes (its key
+    and its routing, as LangGraph saves them), the checkpoint, the TTL touch, COMMIT
     (counted per extra step, so what a run costs once does not blur it)."""
     s10, r10 = _pg_round_trips(10, pg_schema, ttl_seconds=ttl)
     s30, r30 = _pg_round_trips(30, pg_schema, ttl_seconds=ttl)
     assert (r30 - r10) / 20 == 1
-    assert (s30 - s10) / 20 <= 5
+    assert (s30 - s10) / 20 <= 7
 
 
 @pytest.mark.postgres

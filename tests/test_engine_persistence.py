@@ -511,3 +511,27 @@ def test_a_node_error_that_cannot_be_recorded_says_why_once(save_error, note):
         g.compile(checkpointer=Failing()).invoke({"n": 1}, thread_id="t")
     notes = [n for n in info.value.__notes__ if "recorded" in n]
     assert notes == [note]
+
+
+def test_a_checkpointers_own_get_next_version_numbers_the_versions_and_its_errors_raise():
+    # as LangGraph: the engine asks the checkpointer for each key's next version, so an
+    # override is used (and what it raises reaches the caller)
+    from threadloom import InMemoryCheckpointer
+
+    class Tens(InMemoryCheckpointer):
+        def get_next_version(self, current, channel=None):
+            return (current or 0) + 10
+
+    class Faulty(InMemoryCheckpointer):
+        def get_next_version(self, current, channel=None):
+            raise ValueError("Faulty get_next_version")
+
+    g = StateGraph(S)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "inc")
+    tens = Tens()
+    assert g.compile(checkpointer=tens).invoke({"n": 1}, thread_id="t")["n"] == 2
+    saved = tens.get_tuple({"configurable": {"thread_id": "t"}})
+    assert saved.checkpoint["channel_versions"]["n"] == 20  # the input's 10, then inc's
+    with pytest.raises(ValueError, match="Faulty get_next_version"):
+        g.compile(checkpointer=Faulty()).invoke({"n": 1}, thread_id="t")

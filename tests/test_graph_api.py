@@ -139,3 +139,27 @@ def test_updates_of_a_node_writing_a_key_twice_are_one_dict_per_write():
     assert app.invoke({"foo": ""}) == {"foo": "a1a2b"}
     assert list(app.stream({"foo": ""}, stream_mode="updates")) == [
         {"node_a": [{"foo": "a1"}, {"foo": "a2"}]}, {"node_b": {"foo": "b"}}]
+
+
+async def test_a_builders_node_shows_its_function_as_langgraphs_runnable():
+    # LangGraph's builder.nodes[name].runnable.func (sync) / .afunc (async)
+    class Counter:
+        calls = 0
+
+        def __call__(self, state: dict) -> dict:
+            self.calls += 1
+            return {}
+
+    async def later(state: dict) -> dict:
+        return {}
+
+    class St(TypedDict):
+        x: int
+
+    counter = Counter()
+    g = StateGraph(St)
+    g.add_node("count", counter)
+    g.add_node("later", later)
+    assert g.nodes["count"].runnable.func is counter
+    assert g.nodes["count"].runnable.afunc is None
+    assert (g.nodes["later"].runnable.func, g.nodes["later"].runnable.afunc) == (None, later)

@@ -94,7 +94,7 @@ def test_new_id_and_ts_at_fixed_times_equal_the_general_forms(
     micros unpadded, the second remembered) writes what the padded forms write."""
     import time
 
-    from threadloom.checkpoint import base
+    from threadloom.checkpoint import ids as base
 
     monkeypatch.setattr(base, "_last_id", [0])
     monkeypatch.setattr(time, "time_ns", lambda: ns)

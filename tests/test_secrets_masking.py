@@ -246,7 +246,7 @@ async def test_a_tool_error_quoting_a_known_key_is_masked_in_the_tool_message() 
         raise RuntimeError(f"upstream refused key {KEY} at http://u:{PASSWORD}@api.example")
 
     call = {"name": "fetch_quote", "args": {}, "id": "c1", "type": "tool_call"}
-    out = await ToolNode([fetch_quote])(
+    out = await ToolNode([fetch_quote], handle_tool_errors=True)(
         {"messages": [AIMessage(content="", tool_calls=[call])]})
     text = out["messages"][0].content
     assert text.startswith("Error: RuntimeError('upstream refused key ***")

@@ -51,6 +51,65 @@ def _parallel(cp: Any, fail: list[bool]) -> Any:
     return g.compile(checkpointer=cp)
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_finished_task_saves_its_writes_and_no_marker(cp: Any, durability: str) -> None:
+    # as LangGraph: the checkpoint of a failed step holds the finished sibling's write and
+    # the failed task's error, nothing more (a task with writes is done by them; only a
+    # task that routes, or writes nothing, saves a __scheduled__ entry too)
+    calls: list[str] = []
+    fail = [True]
+
+    def one(s: Add) -> dict[str, int]:
+        calls.append("one")
+        return {"value": 2}
+
+    def two(s: Add) -> dict[str, int]:
+        calls.append("two")
+        if fail[0]:
+            raise ConnectionError("I'm not good")
+        return {"value": 3}
+
+    g = StateGraph(Add)
+    g.add_node("one", one)
+    g.add_node("two", two)
+    g.add_edge(START, "one")
+    g.add_edge(START, "two")
+    app = g.compile(checkpointer=cp)
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(ConnectionError):
+        app.invoke({"value": 1}, config, durability=durability)
+    saved = cp.get_tuple(config)
+    writes = sorted((w.channel, w.value) for w in saved.pending_writes)
+    assert writes == [("__error__", "ConnectionError(\"I'm not good\")"), ("value", 2)]
+    fail[0] = False
+    assert app.invoke(None, config, durability=durability) == {"value": 6}
+    assert calls == ["one", "two", "two"]  # "one" finished: not run again
+
+
+def test_a_task_that_writes_nothing_is_still_done_on_resume(cp: Any) -> None:
+    calls: list[str] = []
+
+    def quiet(s: Add) -> None:
+        calls.append("quiet")
+
+    def boom(s: Add) -> dict[str, int]:
+        calls.append("boom")
+        if len(calls) < 3:
+            raise ConnectionError("down")
+        return {"value": 1}
+
+    g = StateGraph(Add)
+    g.add_node("quiet", quiet)
+    g.add_node("boom", boom)
+    g.add_edge(START, "quiet")
+    g.add_edge(START, "boom")
+    app = g.compile(checkpointer=cp)
+    with pytest.raises(ConnectionError):
+        app.invoke({"value": 1}, thread_id="t")
+    assert app.invoke(None, thread_id="t") == {"value": 2}
+    assert sorted(calls) == ["boom", "boom", "quiet"]
+
+
 def test_a_failed_step_shows_the_finished_tasks_result_and_the_errors_repr(cp: Any) -> None:
     app = _parallel(cp, [True])
     with pytest.raises(ConnectionError):
@@ -200,7 +259,7 @@ def test_a_copy_fork_updated_by_a_list_of_updates(cp: Any) -> None:
         app.update_state(at_agent.config, [5], as_node="__copy__")
 
 
-def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp: Any) -> None:
+def _double_then_note(cp: Any) -> Any:
     class S(TypedDict):
         num: int
         text: str
@@ -211,12 +270,51 @@ def test_history_shows_a_lone_tasks_result_from_the_checkpoint_its_step_saved(cp
     g.add_node("note", lambda s: {"log": ["noted"]})
     g.add_edge(START, "double")
     g.add_edge("double", "note")
-    app = g.compile(checkpointer=cp)
-    app.invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
-    tasks = [(t.name, t.result) for s in app.get_state_history(thread_id="t") for t in s.tasks]
-    # a key with a reducer: the merged value does not tell the write, so no result
-    assert tasks == [("note", None), ("double", {"num": 2, "text": "oneone"}),
-                     ("__start__", {"num": 1, "text": "one", "log": []})]
+    return g.compile(checkpointer=cp)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_history_shows_a_lone_tasks_result_even_for_a_reducer_key(
+    cp: Any, durability: str
+) -> None:
+    # as LangGraph: a step of one task saves the task's writes with its checkpoint, so
+    # its result is what it wrote (a reducer key too), also in get_state by checkpoint id
+    app = _double_then_note(cp)
+    app.invoke({"num": 1, "text": "one", "log": []}, thread_id="t", durability=durability)
+    await app.ainvoke({"num": 1, "text": "one", "log": []}, thread_id="a",
+                      durability=durability)
+    for thread in ("t", "a"):
+        history = list(app.get_state_history(thread_id=thread))
+        tasks = [(t.name, t.result) for s in history for t in s.tasks]
+        assert tasks == [("note", {"log": ["noted"]}), ("double", {"num": 2, "text": "oneone"}),
+                         ("__start__", {"num": 1, "text": "one", "log": []})]
+        older = app.get_state(history[1].config)
+        assert [(t.name, t.result) for t in older.tasks] == [("note", {"log": ["noted"]})]
+
+
+def test_a_lone_tasks_writes_and_checkpoint_are_one_save() -> None:
+    # put_with_writes (one transaction; PostgreSQL: one round trip), never put_writes
+    # then put; a step of several tasks saves each task's writes as it finishes
+    from threadloom import InMemoryCheckpointer
+
+    calls: list[str] = []
+
+    class Counting(InMemoryCheckpointer):
+        def put(self, *args: Any) -> Any:
+            calls.append("put")
+            return super().put(*args)
+
+        def put_writes(self, *args: Any) -> Any:
+            calls.append("put_writes")
+            return super().put_writes(*args)
+
+        def put_with_writes(self, *args: Any) -> Any:
+            calls.append("put_with_writes")
+            return super().put_with_writes(*args)
+
+    _double_then_note(Counting()).invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
+    # the input checkpoint and its START writes, the START step, then one save per node
+    assert calls == ["put", "put_writes", "put", "put_with_writes", "put_with_writes"]
 
 
 def test_the_tasks_stream_mode_sends_each_tasks_start_and_end(cp: Any) -> None:
@@ -253,3 +351,64 @@ def test_the_tasks_stream_mode_ends_a_failed_task_with_its_error(cp: Any) -> Non
                 ends.append((event["name"], event["error"], event["result"]))
     assert sorted(ends) == [("one", None, {"value": 2}),
                             ("two", 'ConnectionError("I\'m not good")', {})]
+
+
+def test_history_of_a_send_step_lists_sends_first_and_keeps_an_answered_interrupt(
+    cp: Any,
+) -> None:
+    # as LangGraph's history: a step's Send tasks come first (path (PUSH, i, False)),
+    # then the edge-triggered ones; a root-state graph's task result is the bare value;
+    # a task resumed and finished keeps its interrupt and shows its result
+    from threadloom import interrupt
+
+    asked: list[int] = []
+
+    def fan(state: list) -> list:
+        return ["fan"]
+
+    def ask(state: Any) -> list:
+        asked.append(state)
+        if len(asked) == 1:
+            interrupt("ok?")
+        return [f"ask|{state}"]
+
+    g = StateGraph(Annotated[list, operator.add])
+    g.add_node("fan", fan)
+    g.add_node("ask", ask)
+    g.add_node("side", lambda s: ["side"])
+    g.add_edge(START, "fan")
+    g.add_conditional_edges("fan", lambda s: [Send("ask", 1), "side"])
+    app = g.compile(checkpointer=cp)
+    app.invoke(["in"], thread_id="t")
+    assert app.invoke(None, thread_id="t") == ["in", "fan", "side", "ask|1"]
+    step = next(s for s in app.get_state_history(thread_id="t") if s.metadata["step"] == 1)
+    assert step.next == ("ask", "side")
+    assert [(t.name, t.path, t.result) for t in step.tasks] == [
+        ("ask", (PUSH, 0, False), ["ask|1"]), ("side", (PULL, "side"), ["side"])]
+    assert [i.value for i in step.tasks[0].interrupts] == ["ok?"]
+    assert [i.value for i in step.interrupts] == ["ok?"]
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_a_lone_write_the_codec_cannot_store_still_saves_the_checkpoint(
+    cp: Any, durability: str
+) -> None:
+    # a reducer's own marker object in a write: the state it makes is stored, the write
+    # itself cannot be; the step's checkpoint is saved without the task's writes
+    class Bump:  # not registered with the codec
+        pass
+
+    def count(current: int, update: Any) -> int:
+        return (current or 0) + (1 if isinstance(update, Bump) else update)
+
+    class S(TypedDict):
+        n: Annotated[int, count]
+
+    g = StateGraph(S)
+    g.add_node("bump", lambda s: {"n": Bump()})
+    g.add_edge(START, "bump")
+    app = g.compile(checkpointer=cp)
+    assert app.invoke({"n": 1}, thread_id="s", durability=durability) == {"n": 2}
+    assert (await app.ainvoke({"n": 1}, thread_id="a", durability=durability)) == {"n": 2}
+    for thread in ("s", "a"):
+        assert app.get_state(thread_id=thread).values == {"n": 2}

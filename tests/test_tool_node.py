@@ -70,7 +70,7 @@ H15_CALL = ai(("slow_ok", {}, "c1"), ("boom", {}, "c2"), ("fast_ok", {}, "c3"))
 
 
 async def test_h15_tool_exception_becomes_error_message_in_call_order() -> None:
-    node = ToolNode([slow_ok, boom, fast_ok])
+    node = ToolNode([slow_ok, boom, fast_ok], handle_tool_errors=True)
     out = await node(state_of(H15_CALL))
     msgs = out["messages"]
     assert [m.tool_call_id for m in msgs] == ["c1", "c2", "c3"]
@@ -88,6 +88,27 @@ async def test_h15_with_error_handling_off_the_exception_propagates() -> None:
     node = ToolNode([slow_ok, boom, fast_ok], handle_tool_errors=False)
     with pytest.raises(RuntimeError, match="network down"):
         await node(state_of(H15_CALL))
+
+
+async def test_by_default_a_tools_own_exception_is_raised_as_in_langgraph() -> None:
+    # LangGraph's default handler answers only invalid arguments and re-raises the rest,
+    # in a sync invoke (the lone-call inline path) and an async run alike
+    with pytest.raises(RuntimeError, match="network down"):
+        await ToolNode([slow_ok, boom, fast_ok])(state_of(H15_CALL))
+    with pytest.raises(RuntimeError, match="network down"):
+        ToolNode([boom]).invoke(state_of(ai(("boom", {}, "c1"))))
+
+
+async def test_by_default_invalid_arguments_are_answered() -> None:
+    @tool
+    def add(a: int) -> int:
+        """Add."""
+        return a
+
+    out = await ToolNode([add])(state_of(ai(("add", {"a": "x"}, "c1"))))
+    [msg] = out["messages"]
+    assert msg.status == "error"
+    assert msg.content.startswith("Error invoking tool 'add' with kwargs {'a': 'x'} with error:")
 
 
 # --- concurrency ----------------------------------------------------------------------
@@ -400,15 +421,21 @@ async def test_handle_tool_errors_reraises(handler: Any) -> None:
         await node(state_of(ai(("bad_value", {}, "c1"))))
 
 
-async def test_argument_errors_are_messages_even_when_handling_is_off() -> None:
+async def test_argument_errors_are_raised_when_handling_is_off() -> None:
+    # as LangGraph: False raises a ToolInvocationError too; an unknown tool is still
+    # answered (it never runs anything)
+    from threadloom.errors import ToolInvocationError
+
     @tool
     def add(a: int) -> int:
         """Add."""
         return a
 
     node = ToolNode([add], handle_tool_errors=False)
-    out = await node(state_of(ai(("add", {"a": "x"}, "c1"), ("nope", {}, "c2"))))
-    assert [m.status for m in out["messages"]] == ["error", "error"]
+    with pytest.raises(ToolInvocationError, match="Error invoking tool 'add'"):
+        await node(state_of(ai(("add", {"a": "x"}, "c1"), ("nope", {}, "c2"))))
+    out = await node(state_of(ai(("nope", {}, "c2"))))
+    assert [m.status for m in out["messages"]] == ["error"]
 
 
 async def test_interrupt_inside_a_tool_always_propagates() -> None:
@@ -466,7 +493,10 @@ async def test_command_results_keep_call_order_and_pass_updates() -> None:
         return x
 
     calls = ai(("set_user", {"name": "ana"}, "c1"), ("echo", {"x": "e"}, "c2"), ("bump", {}, "c3"))
-    out = await ToolNode([set_user, bump, echo])(state_of(calls))
+    # by default (LangGraph's) a Command that answers no call is refused
+    with pytest.raises(ValueError, match="Expected to have a matching ToolMessage"):
+        await ToolNode([set_user, bump, echo])(state_of(calls))
+    out = await ToolNode([set_user, bump, echo], answer_commands=True)(state_of(calls))
     # LangGraph's shape: one item per output in call order, Commands as returned (their
     # call's ToolMessage named after the tool), plain results as {"messages": [m]}
     assert isinstance(out, list) and len(out) == 4

@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypedDict
 
 from threadloom.agent.state import State
 from threadloom.agent.usage import add_usage, sum_usage, usage_delta
+from threadloom.checkpoint.serde import register
 from threadloom.engine.channels import Ephemeral
 from threadloom.messages import REMOVE_ALL_MESSAGES, AnyMessage, BaseMessage, RemoveMessage
 from threadloom.messages.ids import uuid4_str
@@ -96,9 +97,13 @@ OUTPUT_KEYS = (
 
 @dataclass(frozen=True, slots=True)
 class Overwrite:
-    """A write that replaces a reduced user key's value instead of merging into it."""
+    """A write that replaces a reduced user key's value instead of merging into it
+    (allowed in the checkpoint codec: the writes of a step are saved)."""
 
     value: Any
+
+
+register(Overwrite, name="threadloom.agent.Overwrite")
 
 
 def overwritable(handler: Any) -> Any:

@@ -99,8 +99,10 @@ def create_agent(
         merge_system_messages: join every system message of a request into the leading
             one, for chat templates that reject a system message anywhere else (off: the
             order is sent unchanged).
-        handle_tool_errors: as ``ToolNode``'s (default: a tool's exception becomes an
-            error tool message).
+        handle_tool_errors: as ``ToolNode``'s, but default ``True``: a tool's exception
+            becomes an error tool message (case H15, Haystack's default; LangChain's
+            ``create_agent`` re-raises it). A tool's ``Command`` without its call's
+            ``ToolMessage`` gets an "updated the state" one (``answer_commands``).
         interrupt_before / interrupt_after: agent node names to pause around.
         streaming_callback: called with every ``AIMessageChunk`` of every model call of
             every run (Haystack's ``Agent(streaming_callback=...)``); a run's own
@@ -159,7 +161,7 @@ def create_agent(
     bridge = HookBridge(hook_schema(schemas.hook_entries, sorted(prompts.variables)),
                         schemas.reduced)
     tool_node = ToolNode(tool_list, handle_tool_errors=handle_tool_errors,
-                         max_concurrency=tool_concurrency_limit)
+                         answer_commands=True, max_concurrency=tool_concurrency_limit)
     tool_node.state_keys = frozenset(schemas.state.__annotations__)
     nodes = AgentNodes(
         ModelStep(model, by_name, strategy, dict(generation_kwargs or {}),

@@ -138,7 +138,7 @@ class ToolStep:
         chosen = [t for n, t in pool.items() if names is None or n in names]
         errors = self.node.handle_tool_errors
         if opts.extra_tools or names is None:  # names is None only with extra tools
-            fresh = ToolNode(chosen, handle_tool_errors=errors,
+            fresh = ToolNode(chosen, handle_tool_errors=errors, answer_commands=True,
                              max_concurrency=self.node.max_concurrency)
             fresh.state_keys = self.node.state_keys
             return fresh
@@ -146,7 +146,8 @@ class ToolStep:
         node = self._subsets.get(key)
         if node is None:
             node = self._subsets[key] = ToolNode(
-                chosen, handle_tool_errors=errors, max_concurrency=self.node.max_concurrency)
+                chosen, handle_tool_errors=errors, answer_commands=True,
+                max_concurrency=self.node.max_concurrency)
             node.state_keys = self.node.state_keys
         return node
 

@@ -1,5 +1,6 @@
 """Conformance checks for the codec through a backend: types survive a new instance,
-unsupported values fail at write time, forged rows are refused, SQL payloads are inert.
+unsupported values fail at write time, forged rows are refused, SQL payloads are inert;
+and ``put_with_writes`` saves a step's writes and checkpoint together.
 
 Part of ``conformance.CHECKS``; see that module for how to run them.
 """
@@ -11,6 +12,7 @@ import enum
 import os
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
@@ -220,4 +222,41 @@ def check_injection(b: Backend) -> None:
     expect(values_at(cp, cfg("keep")) == {"x": 1}, "data damaged by payloads")
 
 
-SAFETY_CHECKS = [check_codec_round_trip, check_unsupported_type, check_forged_rows, check_injection]
+def check_put_with_writes(b: Backend) -> None:
+    """put_with_writes: the task's writes land on the parent, the checkpoint is its child,
+    both or neither (a stale lease token writes nothing; a missing parent is refused)."""
+    from threadloom.checkpoint.conformance import make_checkpoint, tuple_at
+    from threadloom.errors import CheckpointError, ThreadBusyError
+
+    cp = b.make()
+    w = Writer(cp, "t1")
+    parent = w.put(x=1)
+    meta = {"step": 1, "source": "loop", "writes": {"node": ["x"]}, "parents": {}}
+    child = cp.put_with_writes(parent, make_checkpoint({"x": 2}, {"x": 2}), meta, {"x": 2},
+                               [("x", 2), ("__scheduled__", [])], "task-a")
+    got = [(p.task_id, p.channel, p.value) for p in tuple_at(cp, parent).pending_writes]
+    expect(got == [("task-a", "x", 2), ("task-a", "__scheduled__", [])], f"writes {got}")
+    saved = tuple_at(cp, cfg("t1"))
+    expect(saved.config == child and saved.pending_writes == [], "the child checkpoint")
+    expect(saved.parent_config == parent, "the child's parent")
+    try:
+        cp.put_with_writes(cfg("t2"), make_checkpoint({}, {}), meta, {}, [("x", 1)], "t")
+        raise ConformanceError("put_with_writes without a parent checkpoint was accepted")
+    except CheckpointError:
+        pass
+    w.token = cp.acquire_lease("t1", "worker-1", ttl_s=0.05)
+    stale = w._config()
+    time.sleep(0.1)
+    cp.acquire_lease("t1", "worker-2", ttl_s=5)
+    try:
+        cp.put_with_writes(stale, make_checkpoint({"x": 3}, {"x": 3}), meta, {"x": 3},
+                           [("x", 3)], "task-b")
+        raise ConformanceError("a stale lease token was allowed to write")
+    except ThreadBusyError:
+        pass
+    expect(values_at(cp, cfg("t1")) == {"x": 2}, "stale writer changed the thread")
+    expect(len(tuple_at(cp, stale).pending_writes) == 2, "stale writer saved its writes")
+
+
+SAFETY_CHECKS = [check_codec_round_trip, check_unsupported_type, check_forged_rows, check_injection,
+                 check_put_with_writes]

@@ -310,7 +310,8 @@ class InMemoryCheckpointer(StoredCheckpointer):
     def _tx(self, write: bool) -> _Locked:
         return self._locked
 
-    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
+    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None,
+                writes: list[tuple[str, int, str, bytes]] | None = None) -> int:
         # As StoredCheckpointer._commit with the _MemoryTx primitives it calls
         # (_check_base, insert_checkpoint) inlined: this runs on every save.
         thread_id, ns, cid, parent_id, record, metadata = row
@@ -328,6 +329,11 @@ class InMemoryCheckpointer(StoredCheckpointer):
                         new[i] = self.blobs.snapshot(blob)
             if space is None:
                 space = self._txn._ns_create(thread_id, ns)
+            if writes:  # the writes of the step's task, against the parent (as insert_writes)
+                slots = space.writes.setdefault(parent_id or "", {})
+                for task_id, idx, channel, data in writes:
+                    if idx < 0 or (task_id, idx) not in slots:
+                        slots[(task_id, idx)] = (channel, data)
             if new:
                 self._insert_blobs(space, new)
             if cid > space.last:

@@ -44,12 +44,17 @@ class PutStatements:
     bl_insert: str
     touch: str
     count: str
+    wr_insert: str  # a task's write against the parent (put_with_writes), kept if there
+    wr_upsert: str  # a special channel's write (negative idx): replaced
 
     @classmethod
     def build(cls, names: dict[str, str], ttl_default: float | None) -> PutStatements:
         """Statements over the tables ``names`` (``sqlbase.table_names``)."""
-        ck, bl, th, le = (names[k] for k in ("t_checkpoints", "t_blobs", "t_threads",
-                                             "t_leases"))
+        ck, bl, th, le, wr = (names[k] for k in ("t_checkpoints", "t_blobs", "t_threads",
+                                                 "t_leases", "t_writes"))
+        wins = (f"INSERT INTO {wr} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, "
+                "channel, value) SELECT %s, %s, %s, %s, %s::integer, %s, %s::bytea WHERE {ok} "
+                "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) ")
         ok = (f"EXISTS (SELECT 1 FROM {le} WHERE thread_id = %s AND owner IS NOT NULL "
               "AND token = %s)")
         if ttl_default is None:  # own ttl or none: NULL + now is NULL, as _touch writes
@@ -76,13 +81,17 @@ class PutStatements:
                 "ON CONFLICT (thread_id, checkpoint_ns, channel, bid) DO NOTHING"),
             touch=touch,
             count=f"SELECT count(*) FROM {ck} WHERE thread_id = %s AND checkpoint_ns = %s",
+            wr_insert=wins + "DO NOTHING",
+            wr_upsert=wins + "DO UPDATE SET channel = excluded.channel, value = excluded.value",
         )
 
 
 def put_pipelined(conn: Any, st: PutStatements, row: CkRow, new: list[NewBlob],
-                  token: int | None, now: float, count: bool) -> int | None:
-    """Write one ``put`` (``row`` and its blobs ``new``) in one transaction and one round
-    trip on ``conn`` (an autocommit psycopg connection outside any transaction).
+                  token: int | None, now: float, count: bool,
+                  writes: list[tuple[str, int, str, bytes]] | None = None) -> int | None:
+    """Write one ``put`` (``row`` and its blobs ``new``; ``writes``: a task's write rows
+    against the parent checkpoint) in one transaction and one round trip on ``conn`` (an
+    autocommit psycopg connection outside any transaction).
 
     Returns the namespace's checkpoint count (``count``) or 0; None when nothing was
     written and the generic path must run: the lease token is stale, or a delta's base
@@ -104,6 +113,10 @@ def put_pipelined(conn: Any, st: PutStatements, row: CkRow, new: list[NewBlob],
                 conn.cursor().execute(st.bl_insert.format(ok=ok), (
                     tid, ns, b.channel, b.bid, r.base, r.base, tid, ns, b.channel, r.base,
                     r.snap, r.n, r.chain, r.data, *guard))
+            for task_id, idx, channel, data in writes or ():
+                stmt = st.wr_upsert if idx < 0 else st.wr_insert
+                conn.cursor().execute(stmt.format(ok=ok), (
+                    tid, ns, row.parent_id, task_id, idx, channel, data, *guard))
             written = conn.cursor()
             written.execute(st.ck_insert.format(ok=ok), (*row, *guard))
             touch = st.touch.format(ok=ok)

@@ -208,7 +208,8 @@ class PostgresCheckpointer(StoredCheckpointer):
     def _lease_tx(self, thread_id: str) -> Any:
         return self._tx(True, lease_of=thread_id)
 
-    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None) -> int:
+    def _commit(self, row: CkRow, new: list[NewBlob], token: int | None,
+                writes: list[tuple[str, int, str, bytes]] | None = None) -> int:
         """One ``put`` in one round trip (``pg_put``); the generic path (several round
         trips) when that path wrote nothing: a stale lease (it raises) or a vanished delta
         base (it writes a snapshot)."""
@@ -216,12 +217,12 @@ class PostgresCheckpointer(StoredCheckpointer):
             try:
                 with self._pool.connection() as conn:
                     count = put_pipelined(conn, self._put, row, new, token, time.time(),
-                                          bool(self.keep_latest))
+                                          bool(self.keep_latest), writes)
             except psycopg.Error as exc:
                 raise self._failure(exc, None) from exc
             if count is not None:
                 return count
-        return super()._commit(row, new, token)
+        return super()._commit(row, new, token, writes)
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -27,7 +27,8 @@ from threadloom.checkpoint.base import Checkpoint, checkpoint_ts
 from threadloom.checkpoint.blob_rows import Ref
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.serde_builtin import TAG
-from threadloom.errors import SerializationError
+from threadloom.checkpoint.tx import CkRow
+from threadloom.errors import CheckpointError, SerializationError
 from threadloom.types import Send
 
 _CHECKPOINT_KEYS = frozenset(Checkpoint.__annotations__)
@@ -295,3 +296,27 @@ def _plain_metadata(meta: Mapping[str, Any]) -> bool:
         if type(k) is not str or type(v) is not str:
             return False
     return _plain_writes(meta.get("writes", {}))
+
+
+FORGED = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError)
+"""What decoding a row threadloom did not write may raise beyond its own errors
+(``StoredCheckpointer``'s last net)."""
+
+
+def bad_shape(what: str, exc: BaseException | None = None) -> SerializationError:
+    """The error for a stored ``what`` that decodes, but not to what threadloom writes
+    (the caller chains what decoding it raised as the cause)."""
+    why = f" ({type(exc).__name__}: {str(exc)[:200]})" if exc is not None else ""
+    return SerializationError(
+        f"the stored {what} is valid JSON but not in the shape threadloom writes{why}"
+    )
+
+
+def name_checkpoint(exc: CheckpointError, row: CkRow) -> CheckpointError:
+    """Add a note naming the checkpoint ``exc`` was raised reading (once); returns it."""
+    where = f"in checkpoint {row.checkpoint_id!r} of thread {row.thread_id!r}"
+    if row.checkpoint_ns:
+        where += f", namespace {row.checkpoint_ns!r}"
+    if where not in getattr(exc, "__notes__", ()):
+        exc.add_note(where)
+    return exc

@@ -37,15 +37,18 @@ from threadloom.checkpoint.blob_rows import LRU, BlobRow, NewBlob, Ref
 from threadloom.checkpoint.blobs import BlobLayer
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
 from threadloom.checkpoint.records import (
+    FORGED,
+    bad_shape,
     decode_metadata,
     decode_record,
     encode_metadata,
     encode_record,
+    name_checkpoint,
 )
 from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.tx import WRITES_IDX, CkRow, Tx, check_schema
-from threadloom.errors import CheckpointError, SerializationError
+from threadloom.errors import CheckpointError
 
 __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
@@ -188,10 +191,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                       for task_id, channel, data in written]
             metadata = self._decode_metadata(row)
         except CheckpointError as exc:
-            _name_checkpoint(exc, row)
+            name_checkpoint(exc, row)
             raise
-        except _FORGED as exc:  # the last net: whatever else a forged row trips
-            raise _name_checkpoint(_bad_shape("data", exc), row) from exc
+        except FORGED as exc:  # the last net: whatever else a forged row trips
+            raise name_checkpoint(bad_shape("data", exc), row) from exc
         parent = (
             make_config(row.thread_id, row.checkpoint_ns, row.parent_id)
             if row.parent_id
@@ -223,7 +226,24 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             SerializationError: a value the codec cannot store (nothing is written).
             ThreadBusyError: the config's lease token is no longer the thread's current one.
         """
+        return self._store(config, checkpoint, metadata, new_versions, None)
+
+    def put_with_writes(
+        self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int], writes: Sequence[tuple[str, Any]], task_id: str,
+    ) -> dict[str, Any]:
+        """See ``BaseCheckpointer.put_with_writes``: the writes (against the parent, which
+        ``config`` must name) and the checkpoint in one transaction (PostgreSQL: one
+        round trip); raises as ``put`` and ``put_writes``."""
+        return self._store(config, checkpoint, metadata, new_versions,
+                           self._write_rows(writes, task_id))
+
+    def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,
+               metadata: Mapping[str, Any], new_versions: Mapping[str, int],
+               writes: builtins.list[tuple[str, int, str, bytes]] | None) -> dict[str, Any]:
         thread_id, ns, parent_id = thread_config(config)
+        if writes and parent_id is None:
+            raise CheckpointError("put_writes needs a config naming a checkpoint_id")
         cid = checkpoint["id"]
         key = (thread_id, ns)
         cached = self._parents.data.get(key)  # the last checkpoint put or loaded here
@@ -239,7 +259,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                                encode_record(codec, checkpoint, refs, short),
                                encode_metadata(codec, metadata)))
         token = (config.get("configurable") or {}).get(LEASE_TOKEN_KEY)
-        count = self._commit(row, new, token)
+        count = self._commit(row, new, token, writes)
         if new:
             self.blobs.committed(thread_id, ns, new)
         self._parents.put(key, (cid, refs, carry))
@@ -250,8 +270,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             conf[LEASE_TOKEN_KEY] = token
         return {"configurable": conf}
 
-    def _commit(self, row: CkRow, new: builtins.list[NewBlob], token: int | None) -> int:
-        """Write one ``put`` in one transaction, after checking the lease ``token``.
+    def _commit(self, row: CkRow, new: builtins.list[NewBlob], token: int | None,
+                writes: builtins.list[tuple[str, int, str, bytes]] | None = None) -> int:
+        """Write one ``put`` in one transaction, after checking the lease ``token``; with
+        ``writes`` (rows of ``_write_rows``), those against the parent checkpoint too.
 
         Returns the namespace's checkpoint count when ``keep_latest`` is set (else 0).
         """
@@ -259,6 +281,8 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             thread_id, ns = row.thread_id, row.checkpoint_ns
             if token is not None:
                 self._current_lease(tx, thread_id, token)
+            if writes:
+                tx.insert_writes(thread_id, ns, row.parent_id or "", writes)
             if new:
                 # in place: the caller's caches learn what was really stored
                 new[:] = [self._check_base(tx, thread_id, ns, b) for b in new]
@@ -277,10 +301,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         try:
             return decode_record(self.codec, row.checkpoint_id, row.record)
         except CheckpointError as exc:
-            _name_checkpoint(exc, row)
+            name_checkpoint(exc, row)
             raise
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise _name_checkpoint(_bad_shape("record"), row) from exc
+            raise name_checkpoint(bad_shape("record"), row) from exc
 
     def _decode_metadata(self, row: CkRow) -> dict[str, Any]:
         """``row``'s metadata; raises ``SerializationError`` like ``_decode_record``."""
@@ -290,10 +314,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                 raise TypeError(f"metadata is a {type(meta).__name__}, not a dict")
             return meta
         except CheckpointError as exc:
-            _name_checkpoint(exc, row)
+            name_checkpoint(exc, row)
             raise
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise _name_checkpoint(_bad_shape("metadata"), row) from exc
+            raise name_checkpoint(bad_shape("metadata"), row) from exc
 
     def _check_base(self, tx: Tx, thread_id: str, ns: str, blob: NewBlob) -> NewBlob:
         base = blob.row.base
@@ -327,13 +351,21 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         thread_id, ns, cid = thread_config(config)
         if cid is None:
             raise CheckpointError("put_writes needs a config naming a checkpoint_id")
-        rows = [
-            (task_id, WRITES_IDX.get(ch, i), ch, self.codec.dumps(v, path=f"writes.{ch}"))
-            for i, (ch, v) in enumerate(writes)
-        ]
+        rows = self._write_rows(writes, task_id)
         with self._tx(True) as tx:
             self._check_fence(tx, thread_id, config)
             tx.insert_writes(thread_id, ns, cid, rows)
+
+    def _write_rows(self, writes: Sequence[tuple[str, Any]], task_id: str
+                    ) -> builtins.list[tuple[str, int, str, bytes]]:
+        """``writes`` as stored rows ``(task_id, idx, channel, data)``; the special
+        channels have their own (negative) index, so saving them again overwrites."""
+        dumps = self.codec.dumps
+        if len(writes) == 1:  # a lone task's usual step: one write
+            ch, v = writes[0]
+            return [(task_id, WRITES_IDX.get(ch, 0), ch, dumps(v, path="writes." + ch))]
+        return [(task_id, WRITES_IDX.get(ch, i), ch, dumps(v, path="writes." + ch))
+                for i, (ch, v) in enumerate(writes)]
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of a thread, in every namespace.
@@ -361,25 +393,3 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         """Every thread id with at least one checkpoint, sorted."""
         with self._tx(False) as tx:
             return tx.thread_ids()
-
-_FORGED = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError)
-"""What decoding a row threadloom did not write may raise beyond its own errors."""
-
-
-def _bad_shape(what: str, exc: BaseException | None = None) -> SerializationError:
-    """The error for a stored ``what`` that decodes, but not to what threadloom writes
-    (the caller chains what decoding it raised as the cause)."""
-    why = f" ({type(exc).__name__}: {str(exc)[:200]})" if exc is not None else ""
-    return SerializationError(
-        f"the stored {what} is valid JSON but not in the shape threadloom writes{why}"
-    )
-
-
-def _name_checkpoint(exc: CheckpointError, row: CkRow) -> CheckpointError:
-    """Add a note naming the checkpoint ``exc`` was raised reading (once); returns it."""
-    where = f"in checkpoint {row.checkpoint_id!r} of thread {row.thread_id!r}"
-    if row.checkpoint_ns:
-        where += f", namespace {row.checkpoint_ns!r}"
-    if where not in getattr(exc, "__notes__", ()):
-        exc.add_note(where)
-    return exc

@@ -13,6 +13,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from threadloom.checkpoint.base import BaseCheckpointer
 from threadloom.engine.channels import MISSING
 from threadloom.types import START
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from threadloom.engine.tasks import Task, TaskResult
 
 _KEY = itemgetter(0)  # the key of a (key, value) write
+_NEXT = BaseCheckpointer.get_next_version  # the default version bump (see _applied)
 
 
 def apply_step(loop: RunLoop, tasks: list[Task], results: list[TaskResult]) -> set[str]:
@@ -96,10 +98,16 @@ def _applied(loop: RunLoop, written: set[str]) -> set[str]:
         if key not in written and key in values:
             del values[key]  # seen by one super-step: cleared
             written.add(key)
-    if loop.cp is not None:  # versions feed checkpoints only
+    cp = loop.cp
+    if cp is not None:  # versions feed checkpoints only
         versions = loop.versions
-        for key in written:
-            versions[key] = versions.get(key, 0) + 1
+        if getattr(type(cp), "get_next_version", _NEXT) is _NEXT:  # the default, inlined
+            for key in written:
+                versions[key] = versions.get(key, 0) + 1
+        else:  # a checkpointer's own versions (LangGraph's get_next_version), errors too
+            bump = cp.get_next_version
+            for key in written:
+                versions[key] = bump(versions.get(key), None)
     return written
 
 

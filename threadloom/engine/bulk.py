@@ -268,6 +268,6 @@ async def _copy(
     for item in values:
         if not isinstance(item, Sequence) or isinstance(item, str):
             raise InvalidUpdateError(f"Invalid update item: {item} when copying checkpoint")
-    config = await _copy_fork(loop, saved, None)
+    config = await _copy_fork(loop, saved, None, copy_input=False)
     updates = [StateUpdate(*item[:2]) for item in values]
     return await apply_updates(graph, loop, config, cp, updates)

@@ -64,6 +64,22 @@ class NodeSpec:
         """A copy with the fields in ``update`` replaced (LangGraph's ``PregelNode.copy``)."""
         return dataclasses.replace(self, **dict(update or {}))
 
+    @property
+    def runnable(self) -> NodeRunnable:
+        """The node's callable as LangGraph's ``StateNodeSpec.runnable`` shows it (code
+        reaches the function through ``builder.nodes[name].runnable.func``): ``func`` the
+        sync callable (None for an async one), ``afunc`` the async one (None for sync)."""
+        fn = self.fn
+        return NodeRunnable(None, fn) if self.is_async else NodeRunnable(fn, None)
+
+
+class NodeRunnable(typing.NamedTuple):
+    """``NodeSpec.runnable``: LangGraph's ``RunnableCallable`` fields that name the
+    node's function."""
+
+    func: Any
+    afunc: Any
+
 
 @dataclass(frozen=True, slots=True)
 class Branch:

@@ -22,16 +22,16 @@ from threadloom.checkpoint.base import (
     Checkpoint,
     make_config,
     new_checkpoint_id_ts,
-    shown_metadata,
 )
-from threadloom.engine.replay import with_checkpoint_map
+from threadloom.engine.checkpoint_events import emit_checkpoint
 from threadloom.engine.routing import Planned, saved_next
 from threadloom.engine.run_metadata import run_metadata
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
 from threadloom.engine.untracked import tracked_next, tracked_values, tracked_writes
-from threadloom.errors import GraphRunError, ParentCommand
+from threadloom.errors import GraphRunError, ParentCommand, SerializationError
 from threadloom.redact import mask_urls
+from threadloom.types import START
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import BaseCheckpointer
@@ -89,12 +89,49 @@ class Persistence:
     async def _record_writes(self, task: Task) -> None:
         if self.cp is None or self.durability == "exit" or task.result is None:
             return
-        result = task.result
-        writes = [*result.writes, (SCHEDULED, result.goto_payload())]
-        if self.graph.untracked_keys:
-            writes = tracked_writes(self.graph.untracked_keys, writes)
         await self._flush_pending_put()
-        await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+        await self.cp_call("put_writes", self.checkpoint_config, self._writes_of(task), task.id)
+
+    def _writes_of(self, task: Task) -> list[tuple[str, Any]]:
+        """The writes saved for a finished ``task``, as LangGraph's: its channel writes
+        (tracked ones only), and ``__scheduled__`` when it routed (a ``Command``'s goto,
+        ``Send``s) or wrote nothing (LangGraph's ``__no_writes__``): a task with saved
+        writes is done."""
+        result: Any = task.result
+        writes = result.writes
+        if result.goto or not writes:
+            writes = [*writes, (SCHEDULED, result.goto_payload())]
+        if self.graph.untracked_keys:
+            writes = tracked_writes(self.graph.untracked_keys, writes) or [(SCHEDULED, [])]
+        return writes  # type: ignore[no-any-return]  # only read by the checkpointer
+
+    def _with_lone_writes(self, source: str, tasks: list[Task], args: tuple[Any, ...]
+                          ) -> tuple[Any, ...]:
+        """A put's ``args`` plus, for a step whose one task finished and saved nothing yet,
+        that task's writes and id: saved against the step's own checkpoint with the new
+        one (``put_with_writes``), as LangGraph saves every task's writes, so history
+        shows the task's ``result``. A step of several tasks saved each as it finished;
+        the START task's writes were saved with the input checkpoint."""
+        if source != "loop" or len(tasks) != 1 or tasks[0].result is None or (
+                tasks[0].cached or tasks[0].name == START):
+            return args
+        return (*args, self._writes_of(tasks[0]), tasks[0].id)
+
+    def _put_sync(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        """``cp.put(*args)``, or ``put_with_writes`` for the args of ``_with_lone_writes``
+        (a checkpointer without it: ``put_writes`` then ``put``). A task's write the codec
+        cannot store (a reducer's own marker object, say) leaves its writes unsaved: the
+        checkpoint is saved alone, as before threadloom kept a lone task's writes."""
+        cp: Any = self.cp
+        if len(args) == 4:
+            return cp.put(*args)  # type: ignore[no-any-return]
+        try:
+            if hasattr(cp, "put_with_writes"):
+                return cp.put_with_writes(*args)  # type: ignore[no-any-return]
+            cp.put_writes(args[0], args[4], args[5])
+        except SerializationError:
+            pass
+        return cp.put(*args[:4])  # type: ignore[no-any-return]
 
     async def _record_finished(self, tasks: list[Task]) -> None:
         """With ``durability="exit"``, when a step fails or pauses: save the writes of its
@@ -105,11 +142,8 @@ class Persistence:
         for task in tasks:
             if task.result is not None:
                 await self._save_unsaved_for(task)
-                result = task.result
-                writes = [*result.writes, (SCHEDULED, result.goto_payload())]
-                if self.graph.untracked_keys:
-                    writes = tracked_writes(self.graph.untracked_keys, writes)
-                await self.cp_call("put_writes", self.checkpoint_config, writes, task.id)
+                await self.cp_call("put_writes", self.checkpoint_config, self._writes_of(task),
+                                   task.id)
 
     async def _record_interrupt(self, task: Task, gi: GraphInterrupt) -> None:
         if self.cp is None:
@@ -214,13 +248,18 @@ class Persistence:
         checkpoint = self._checkpoint(cid, ts, planned)
         metadata = self._metadata(source, tasks)
         parent = self.checkpoint_config
-        config = self.cp.put(  # type: ignore[union-attr]
-            parent, checkpoint, metadata, {k: versions[k] for k in updated}
-        )
+        new = {k: versions[k] for k in updated}
+        task = tasks[0] if len(tasks) == 1 else None  # _with_lone_writes, inlined
+        if task is None or task.result is None or task.cached or source != "loop" or (
+                task.name == START):
+            config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
+        else:
+            config = self._put_sync((parent, checkpoint, metadata, new, self._writes_of(task),
+                                     task.id))
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
         if self.emit is not None:
-            self._emit_checkpoint(cid, metadata, planned, parent)
+            emit_checkpoint(self, cid, metadata, planned, parent)
 
     def _metadata(self, source: str, tasks: list[Task]) -> dict[str, Any]:
         """A checkpoint's metadata: what saved it, the step, each task's writes, and the
@@ -263,13 +302,14 @@ class Persistence:
                 make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
             if self.emit is not None:  # streamed although not saved yet, as LangGraph
-                self._emit_checkpoint(cid, metadata, planned, parent)
+                emit_checkpoint(self, cid, metadata, planned, parent)
             return
         if self.pending_put is not None:
             await self._flush_pending_put()
         if self.lease is not None:
             await self.lease.renew_if_due()
         parent = self.checkpoint_config
+        args = self._with_lone_writes(source, tasks, (parent, checkpoint, metadata, new_versions))
         if durability == "async" and not self.blocking_ok:
             # Name the new checkpoint at once: writes of the next step belong to it, and
             # are saved only after it (every put_writes waits for the pending put).
@@ -277,16 +317,14 @@ class Persistence:
             self.checkpoint_config = self.fenced(
                 make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), cid)
             )
-            self.pending_put = asyncio.ensure_future(
-                self._put_now((parent, checkpoint, metadata, new_versions))
-            )
+            self.pending_put = asyncio.ensure_future(self._put_now(args))
         elif self.blocking_ok or getattr(cp, "inline_io", False):
-            self.checkpoint_config = self.fenced(cp.put(parent, checkpoint, metadata, new_versions))
+            self.checkpoint_config = self.fenced(self._put_sync(args))
             self._unsaved_exit = None
         else:
-            await self._put_now((parent, checkpoint, metadata, new_versions))
+            await self._put_now(args)
         if self.emit is not None:
-            self._emit_checkpoint(cid, metadata, planned, parent)
+            emit_checkpoint(self, cid, metadata, planned, parent)
 
     def _checkpoint(self, cid: str, ts: str, planned: Planned) -> Checkpoint:
         """The checkpoint of the state now, with ``planned`` as its ``next``."""
@@ -306,41 +344,19 @@ class Persistence:
             checkpoint["next"] = tracked_next(untracked, checkpoint["next"])
         return checkpoint
 
-    def _emit_checkpoint(
-        self, cid: str, metadata: dict[str, Any], planned: Planned, parent: dict[str, Any]
-    ) -> None:
-        """Send a saved checkpoint to the ``checkpoints`` and ``debug`` stream modes, as
-        LangGraph: its ``config`` and ``parent_config``, values, metadata, next nodes and
-        the next step's ``tasks`` (``id``, ``name``, ``interrupts``, ``state``)."""
-        modes = self.modes
-        if "checkpoints" in modes or "debug" in modes:
-            conf = self.config["configurable"]
-            thread, ns = conf.get("thread_id"), conf.get("checkpoint_ns", "")
-            parent_id = (parent.get("configurable") or {}).get("checkpoint_id")
-            names = planned.node_names()
-            step = self.step + 1
-            event = {
-                "id": cid,
-                # a subgraph's, with its checkpoint_map, as get_state gives it (replay.py)
-                "config": with_checkpoint_map(make_config(thread, ns, cid), metadata),
-                "parent_config": with_checkpoint_map(make_config(thread, ns, parent_id), metadata)
-                if parent_id else None,
-                "metadata": shown_metadata(metadata),
-                "next": names,
-                "values": self.output(),
-                "tasks": [
-                    {"id": task_id(cid, step, i, name), "name": name, "interrupts": (),
-                     "state": None}
-                    for i, name in enumerate(names)
-                ],
-            }
-            if "checkpoints" in modes:
-                self.emit("checkpoints", event)
-            if "debug" in modes:
-                self.emit("debug", {"type": "checkpoint", "step": self.step, "payload": event})
-
     async def _put_now(self, args: tuple[Any, ...]) -> None:
-        config = await self.cp_call("put", *args)
+        config = None
+        try:  # as _put_sync
+            if len(args) == 4 or hasattr(self.cp, "put_with_writes"):
+                config = await self.cp_call("put" if len(args) == 4 else "put_with_writes",
+                                            *args)
+            else:
+                await self.cp_call("put_writes", args[0], args[4], args[5])
+        except SerializationError:
+            if len(args) == 4:
+                raise
+        if config is None:
+            config = await self.cp_call("put", *args[:4])
         self.checkpoint_config = self.fenced(config)
         self._unsaved_exit = None
 

@@ -1,13 +1,12 @@
-"""The ``result`` of a history snapshot's lone task, read from the checkpoint its step saved.
+"""The ``result`` of a history snapshot's lone task in a thread saved by an earlier
+threadloom, read from the checkpoint its step saved.
 
-A step of several tasks saves each task's writes as they finish (pending writes), and so
-does a step that failed or paused; ``snapshot.saved_tasks`` reads those. A step of one
-task that finished saves its checkpoint and nothing more (one store write per step, the
-hot path). Its task's result is rebuilt here, when history is read, from that next
-checkpoint: its metadata ``writes`` names the keys the task wrote, and a key without a
-reducer holds exactly the value written. A task that wrote a key with a reducer keeps
-``result=None``: the merged value does not tell what was written (README, "Differences
-on purpose").
+Every task's writes are saved now, as LangGraph saves them (a step of several tasks as
+each finishes, a step of one task with its checkpoint: ``put_with_writes``), and
+``snapshot.saved_tasks`` reads them. Earlier versions saved only the checkpoint of a step
+of one task; for those steps the task's result is rebuilt here, when history is read,
+from that next checkpoint: its metadata ``writes`` names the keys the task wrote, and a
+key without a reducer holds exactly the value written (a key with a reducer: ``None``).
 """
 
 from __future__ import annotations

@@ -99,8 +99,9 @@ def plan_from_saved(loop: RunLoop, saved: CheckpointTuple) -> Planned:
                 done[w.task_id] = list(w.value or [])
             elif w.channel == FAILED:  # its error handler is due, unless it finished
                 pending[w.task_id] = Failed([], [], w.value)
-            elif w.channel not in SPECIAL_WRITE_CHANNELS:
+            elif w.channel not in SPECIAL_WRITE_CHANNELS:  # a task with writes is done
                 grouped.setdefault(w.task_id, []).append((w.channel, w.value))
+                done.setdefault(w.task_id, [])
         for tid, goto in done.items():
             if is_command_task(tid):
                 continue

@@ -110,8 +110,10 @@ def saved_tasks(
             wrote = written.setdefault(w.task_id, [])
             if w.channel in keys:
                 wrote.append((w.channel, w.value))
-    for tid in done:  # resumed since, and finished: its interrupt is answered
-        interrupts.pop(tid, None)
+    finished = done.union(written)
+    if any(tid not in finished for tid in interrupts):  # a step still paused on some: the
+        for tid in finished:  # interrupts of tasks resumed and finished since are answered
+            interrupts.pop(tid, None)
     tasks = []
     for index, name in enumerate(names):
         tid = task_id(cid, step, index, name)
@@ -120,7 +122,7 @@ def saved_tasks(
         result = task_result(writes) if writes is not None or tid in done else None
         tasks.append(StateTask(tid, name, path, errors.get(tid), interrupts.get(tid, ()),
                                None, result))
-    return tasks
+    return tasks[pulled:] + tasks[:pulled]  # as LangGraph lists them: sends first
 
 
 def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
@@ -178,9 +180,12 @@ def latest_view(
 
 
 def shown(graph: CompiledGraph, snap: StateSnapshot) -> StateSnapshot:
-    """``snap`` as callers see it: a root-channel graph's ``values`` is the bare value."""
+    """``snap`` as callers see it: a root-channel graph's ``values``, and its tasks'
+    results, are the bare values (as LangGraph's single output channel)."""
     if graph.root_state:
-        return snap._replace(values=snap.values.get(ROOT))
+        tasks = tuple(t._replace(result=t.result.get(ROOT)) if isinstance(t.result, dict)
+                      else t for t in snap.tasks)
+        return snap._replace(values=snap.values.get(ROOT), tasks=tasks)
     return snap
 
 
@@ -194,7 +199,8 @@ def with_finished_tasks(
 
     from threadloom.engine.apply import apply_writes
 
-    order = {t.id: i for i, t in enumerate(snap.tasks)}
+    ran = sorted(snap.tasks, key=lambda t: t.path[:1] != (PULL,))  # the engine's order
+    order = {t.id: i for i, t in enumerate(ran)}
     done: set[str] = set()
     found: list[tuple[int, int, str, Any]] = []
     for n, w in enumerate(saved.pending_writes):
@@ -206,7 +212,7 @@ def with_finished_tasks(
     if not done:
         return snap
     found.sort(key=lambda f: f[:2])
-    names = [snap.tasks[f[0]].name for f in found]
+    names = [ran[f[0]].name for f in found]
     view = SimpleNamespace(values=dict(snap.values), channels=graph.channels, graph=graph,
                            cp=None, step=int(saved.metadata.get("step", -1)) + 1)
     try:
@@ -302,9 +308,12 @@ COPY = "__copy__"
 """``update_state(config, None, as_node=COPY)``: copy a checkpoint as a sibling fork."""
 
 
-async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any) -> dict[str, Any]:
+async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any,
+                     *, copy_input: bool = True) -> dict[str, Any]:
     """LangGraph's copy-fork: a ``"fork"`` checkpoint with ``saved``'s state and next tasks,
-    saved beside it (under the same parent), one step on.
+    saved beside it (under the same parent), one step on; the copy of an input checkpoint
+    keeps its input (the START task's writes) unless ``copy_input`` is False (the copy is
+    then updated as LangGraph's copy-and-update does, the update being the new input).
 
     Raises:
         InvalidUpdateError: ``values`` given, or no checkpoint to copy.
@@ -323,6 +332,7 @@ async def _copy_fork(loop: RunLoop, saved: CheckpointTuple | None, values: Any) 
 
     pending = start_writes(saved)
     kept = plan_from_saved(loop, saved) if pending is None else Planned([START], [])
+    pending = pending if copy_input else None
     conf = saved.config["configurable"]
     ns = conf.get("checkpoint_ns", "")
     loop.checkpoint_config = saved.parent_config or {

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadloom.checkpoint.base import INTERRUPT, RESUME, SCHEDULED, Checkpoint, CheckpointTuple
+from threadloom.checkpoint.base import (
+    INTERRUPT,
+    RESUME,
+    SCHEDULED,
+    SPECIAL_WRITE_CHANNELS,
+    Checkpoint,
+    CheckpointTuple,
+)
 from threadloom.engine.apply import apply_from
 from threadloom.engine.command_writes import command_writes, next_command_task
 from threadloom.engine.replay import begin as begin_travel
@@ -125,7 +132,9 @@ async def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume | 
             "start a new run on it with an input instead"
         )
     planned = plan_from_saved(loop, loop.saved)
-    previous, pending = paused_tasks(loop.saved)
+    # a replay runs the named checkpoint's tasks again (plan_from_saved): one that
+    # finished after its interrupt since is paused again, here
+    previous, pending = paused_tasks(loop.saved, replay=loop.config_id() is not None)
     resume: Resume = {}
     value = cmd.resume
     ids = [i.id for interrupts in pending.values() for i in interrupts]
@@ -198,10 +207,11 @@ def _continued(saved: CheckpointTuple) -> Resume | None:
 
 
 def paused_tasks(
-    saved: CheckpointTuple,
+    saved: CheckpointTuple, *, replay: bool = False
 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[Interrupt]]]:
     """A checkpoint's paused tasks: task id -> answers its interrupts already had, and
-    task id -> its pending interrupts (a task whose writes were saved since is done)."""
+    task id -> its pending interrupts (a task whose writes were saved since is done,
+    unless ``replay``: a replay runs it again)."""
     previous: dict[str, dict[str, Any]] = {}
     pending: dict[str, list[Interrupt]] = {}
     done: set[str] = set()
@@ -215,9 +225,9 @@ def paused_tasks(
             pending[w.task_id] = [
                 Interrupt(*i) if not isinstance(i, Interrupt) else i for i in w.value
             ]
-        elif w.channel == SCHEDULED:
-            done.add(w.task_id)
-    for tid in done:
+        elif w.channel == SCHEDULED or w.channel not in SPECIAL_WRITE_CHANNELS:
+            done.add(w.task_id)  # a task's writes are saved when it finished
+    for tid in () if replay else done:
         pending.pop(tid, None)
     return previous, pending
 

@@ -109,16 +109,14 @@ def error_text(exc: Exception, handler: ErrorHandler) -> str:
     used as is; a callable is called with ``exc``. Known credentials in URLs are masked:
     the text goes to the model and into the state.
 
-    A ``ToolInvocationError`` (the model's arguments failed validation) that ``handler``
-    does not cover gets its own text: a mistake of the model is never raised, whatever
-    the handler (LangGraph raises it; threadloom lets the model fix its call).
+    As LangGraph's ``ToolNode``, a ``ToolInvocationError`` (the model's arguments failed
+    validation) is raised too when ``handler`` does not cover it; ``default_handler``
+    (``ToolNode``'s default) answers it and raises everything else.
 
     Raises:
         Exception: ``exc`` itself, when ``handler`` is ``False`` or does not cover it.
     """
     if handler is False or not isinstance(exc, handled_types(handler)):
-        if isinstance(exc, ToolInvocationError):
-            return exc.message
         raise exc
     if isinstance(handler, str):
         return handler

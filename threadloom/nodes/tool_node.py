@@ -2,10 +2,11 @@
 
 As LangGraph's prebuilt ``ToolNode`` and ``tools_condition``. Every call gets exactly one
 ``ToolMessage`` answer, in the order of the calls (never completion order). Problems the
-model caused (unknown tool, arguments that are not a JSON object or fail validation, calls
-cut off by the output token limit) never run anything and always become error tool
-messages the model can read and fix. Exceptions raised by a tool's own code are governed
-by ``handle_tool_errors``.
+model caused (unknown tool, arguments that are not a JSON object, calls cut off by the
+output token limit) never run anything and always become error tool messages the model can
+read and fix. Arguments that fail validation, and exceptions raised by a tool's own code,
+are governed by ``handle_tool_errors`` (LangGraph's default: the first answered, the
+others raised).
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ from threadloom.messages import AIMessage, ToolMessage, parse_tool_args
 from threadloom.nodes.tool_context import call_runtime, idempotency_key
 from threadloom.nodes.tool_errors import (
     ErrorHandler,
+    default_handler,
     error_text,
     invocation_error,
     own_error_text,
     unknown_tool_text,
 )
+from threadloom.nodes.tool_input import last_ai, messages_of, tools_condition
 from threadloom.nodes.tool_outputs import (
     InputKind,
+    Missing,
     Output,
     agent_shape,
     check_command,
@@ -41,43 +45,10 @@ from threadloom.nodes.tool_request import ToolCallRequest
 from threadloom.nodes.truncation import excerpt, looks_truncated, truncated_text
 from threadloom.tools import Tool, tool
 from threadloom.tools.markers import MessagesOnlyState, StateInjectionError
-from threadloom.types import END, Command
+from threadloom.types import Command
 from threadloom.workers import to_worker
 
 __all__ = ["ToolNode", "idempotency_key", "looks_truncated", "tools_condition"]
-
-
-def _messages_of(state: Any, key: str) -> list[Any]:
-    """The message list of a dict state, an object state, or a bare list of messages."""
-    if isinstance(state, list):
-        return state
-    if isinstance(state, dict):
-        messages = state.get(key)
-    else:
-        messages = getattr(state, key, None)
-    if messages is None:
-        raise ValueError(f"ToolNode: the state has no {key!r} messages")
-    return list(messages)
-
-
-def _last_ai(messages: Sequence[Any]) -> AIMessage:
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            return message
-    raise ValueError("ToolNode: no AI message in the state's messages; nothing to run")
-
-
-def tools_condition(state: Any, messages_key: str = "messages") -> str:
-    """Route to ``"tools"`` when the last message is an AI message asking for tools, else END.
-
-    As LangGraph's ``tools_condition``; calls in ``invalid_tool_calls`` count too, so that
-    broken calls are answered with error messages rather than left dangling.
-    """
-    messages = _messages_of(state, messages_key)
-    last = messages[-1] if messages else None
-    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
-        return "tools"
-    return END
 
 
 class ToolNode:
@@ -106,8 +77,9 @@ class ToolNode:
       off (H14).
 
     ``handle_tool_errors`` (LangGraph's rules, ``tool_errors.error_text``): the default
-    answers invalid arguments and raises a tool's own exceptions; ``True`` answers every
-    exception (``"Error: <repr>"``); ``False`` raises them (the first in call order,
+    (``default_handler``, LangGraph's) answers invalid arguments and raises a tool's own
+    exceptions, and the ``ValueError`` of a ``Command`` it refuses; ``True`` answers
+    every exception (``"Error: <repr>"``); ``False`` raises them (the first in call order,
     after all calls finished); a ``str`` is the text; a callable ``exc -> str`` covers
     the exception types its first parameter is annotated with; an exception class or a
     tuple covers those. A tool's own ``handle_tool_error`` answers its
@@ -117,6 +89,9 @@ class ToolNode:
     Args:
         tools: ``Tool`` objects or plain functions (wrapped with ``@tool``).
         handle_tool_errors: see above.
+        answer_commands: what a tool's ``Command`` to this graph with no ``ToolMessage``
+            answering its call gets: False (LangGraph's) raises ``ValueError``; True puts
+            an "updated the state" message in front of it (``create_agent``'s).
         messages_key: the state key holding the messages (read and written).
         name: the node's name.
         max_concurrency: the most calls of one message run at a time (None: all at once).
@@ -134,7 +109,8 @@ class ToolNode:
         self,
         tools: Sequence[Tool | Callable[..., Any]],
         *,
-        handle_tool_errors: ErrorHandler = True,
+        handle_tool_errors: ErrorHandler = default_handler,
+        answer_commands: bool = False,
         messages_key: str = "messages",
         name: str = "tools",
         max_concurrency: int | None = None,
@@ -150,6 +126,7 @@ class ToolNode:
                 raise ValueError(f"ToolNode: two tools are named {built.name!r}")
             self.tools_by_name[built.name] = built
         self.handle_tool_errors = handle_tool_errors
+        self.answer_commands = answer_commands
         self.messages_key = messages_key
         self.name = name
         if max_concurrency is not None and (
@@ -169,7 +146,7 @@ class ToolNode:
             message, kind = AIMessage(content="", tool_calls=state), "tool_calls"
         else:
             kind = "list" if isinstance(state, list) else "dict"
-            message = _last_ai(_messages_of(state, self.messages_key))
+            message = last_ai(messages_of(state, self.messages_key))
             if kind == "list":
                 state = MessagesOnlyState({self.messages_key: state})
         outputs = await self._outputs(message, state, config, kind)
@@ -289,7 +266,7 @@ class ToolNode:
             result = await to_worker(self.wrap_tool_call, request, execute_sync)  # type: ignore[arg-type]
         if isinstance(result, Command):
             return check_command(result, call_id, call.get("name") or "", self.messages_key,
-                                 run.kind)
+                                 run.kind, missing=self._missing)
         return result  # type: ignore[no-any-return]
 
     async def _execute(self, call: Mapping[str, Any], selected: Tool | None,
@@ -308,9 +285,9 @@ class ToolNode:
             if kwargs is not None:
                 try:
                     value = selected.func(**kwargs)  # type: ignore[misc]
+                    return self._to_result(value, call_id, name, run.kind)
                 except Exception as exc:
                     return self._failed(exc, selected, call_id, name)
-                return self._to_result(value, call_id, name, run.kind)
         args, problem = parse_tool_args(raw)
         if args is None:
             return self._bad_args(call_id, name, f"{problem}; got: {excerpt(call.get('args'))}")
@@ -360,7 +337,11 @@ class ToolNode:
     def _to_result(self, value: Any, call_id: str, name: str, kind: InputKind = "dict"
                    ) -> Output:
         return to_output(value, call_id, name, kind, self.messages_key, self.state_keys,
-                         self.tools_by_name.get(name))
+                         self.tools_by_name.get(name), self._missing)
+
+    @property
+    def _missing(self) -> Missing:
+        return "answer" if self.answer_commands else "raise"
 
     def _split_command(self, command: Command, call_id: str
                        ) -> tuple[list[ToolMessage], Command]:

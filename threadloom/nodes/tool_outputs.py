@@ -23,9 +23,10 @@ from threadloom.tools.markers import state_update_of
 from threadloom.types import Command, Send
 
 InputKind = Literal["dict", "list", "tool_calls"]
+Missing = Literal["raise", "answer", "skip"]
 Output = ToolMessage | Command | list[ToolMessage | Command]
-__all__ = ["InputKind", "Output", "agent_shape", "check_command", "check_list", "combine",
-           "to_output"]
+__all__ = ["InputKind", "Missing", "Output", "agent_shape", "check_command", "check_list",
+           "combine", "to_output"]
 
 
 def _removes_all(messages: Sequence[Any]) -> bool:
@@ -34,16 +35,20 @@ def _removes_all(messages: Sequence[Any]) -> bool:
 
 
 def check_command(command: Command, call_id: str, name: str, key: str, kind: InputKind,
-                  *, require_terminator: bool = True) -> Output:
-    """``command`` with its terminator named after the tool; plus an "updated the state"
-    terminator, in front, when it goes to this graph without one.
+                  *, missing: Missing = "raise") -> Output:
+    """``command`` with its terminator (the ``ToolMessage`` answering ``call_id``) named
+    after the tool, as LangGraph's ``ToolNode``.
 
-    A missing terminator is accepted (LangGraph raises ``ValueError``): the message made
-    keeps the history valid; a ``Command`` that removes every message needs none.
+    A ``Command`` to this graph without a terminator: ``missing="raise"`` raises
+    ``ValueError`` (LangGraph's); ``"answer"`` puts an "updated the state" terminator in
+    front of it (``ToolNode(answer_commands=True)``, the agent's); ``"skip"`` leaves it
+    (an item of a list, whose terminator ``check_list`` counts). A ``Command`` that
+    removes every message needs none.
 
     Raises:
         ValueError: a dict ``update`` for a ``ToolNode`` given a list of messages, or a
-            list ``update`` for one given a state (as LangGraph).
+            list ``update`` for one given a state; a missing terminator under ``"raise"``
+            (as LangGraph, with its text).
     """
     update = command.update
     if isinstance(update, dict):
@@ -72,11 +77,24 @@ def check_command(command: Command, call_id: str, name: str, key: str, kind: Inp
     if found:
         new_update: Any = {**update, key: messages} if isinstance(update, dict) else messages
         command = dataclasses.replace(command, update=new_update)
-    elif require_terminator and command.graph is None:
+    elif missing != "skip" and command.graph is None:
+        if missing == "raise":
+            raise ValueError(_missing_text(name, messages, kind, key))
         keys = ", ".join(sorted(update)) if isinstance(update, dict) else key
         text = f"Tool {name!r} updated the state (keys: {keys})."
         return [ToolMessage(content=text, tool_call_id=call_id, name=name), command]
     return command
+
+
+def _missing_text(name: str, messages: list[Any], kind: InputKind, key: str) -> str:
+    """LangGraph's text for a ``Command`` that answers no tool call."""
+    example = (f'`Command(update={{"{key}": [ToolMessage("Success", tool_call_id=tool_call_id)'
+               ', ...]}, ...)`' if kind != "list" else
+               '`Command(update=[ToolMessage("Success", tool_call_id=tool_call_id), ...], ...)`')
+    return (f"Expected to have a matching ToolMessage in Command.update for tool {name!r}, "
+            f"got: {messages}. Every tool call (LLM requesting to call a tool) in the "
+            "message history MUST have a corresponding ToolMessage. You can fix it by "
+            f"modifying the tool to return {example}.")
 
 
 def check_list(items: list[Any], call_id: str, name: str, key: str,
@@ -101,7 +119,7 @@ def check_list(items: list[Any], call_id: str, name: str, key: str,
     out: list[ToolMessage | Command] = []
     for item in items:
         if isinstance(item, Command):
-            checked = check_command(item, call_id, name, key, kind, require_terminator=False)
+            checked = check_command(item, call_id, name, key, kind, missing="skip")
             out.extend(checked if isinstance(checked, list) else [checked])
         elif item.tool_call_id == call_id and item.name != name:
             out.append(item.model_copy(update={"name": name}))
@@ -143,11 +161,13 @@ def combine(outputs: Sequence[Output], kind: InputKind, key: str) -> Any:
 
 
 def to_output(value: Any, call_id: str, name: str, kind: InputKind, key: str,
-              state_keys: frozenset[str] | None, selected: Any) -> Output:
+              state_keys: frozenset[str] | None, selected: Any, missing: Missing = "raise"
+              ) -> Output:
     """What a tool returned as the node hands it on: a ``ToolMessage`` (its call's id
-    and name filled in), a checked ``Command`` or list, the agent's state update
-    (``state_update_of``, when ``state_keys`` is given), content blocks as a message's
-    content, anything else as ``format_tool_output`` text.
+    and name filled in), a checked ``Command`` or list (``missing``: what a ``Command``
+    without a terminator gets, see ``check_command``), the agent's state update
+    (``state_update_of``, when ``state_keys`` is given; answered "updated the state"),
+    content blocks as a message's content, anything else as ``format_tool_output`` text.
 
     Raises:
         ValueError: a ``Command`` or a list that ``check_command``/``check_list`` refuse.
@@ -156,14 +176,14 @@ def to_output(value: Any, call_id: str, name: str, kind: InputKind, key: str,
         fill = {"tool_call_id": value.tool_call_id or call_id, "name": value.name or name}
         return value.model_copy(update=fill)
     if isinstance(value, Command):
-        return check_command(value, call_id, name, key, kind)
+        return check_command(value, call_id, name, key, kind, missing=missing)
     if isinstance(value, list) and value and all(
             isinstance(v, Command | ToolMessage) for v in value):
         return check_list(value, call_id, name, key, kind)
     if state_keys is not None and type(value) is dict:
         command = state_update_of(value, selected, state_keys)
         if command is not None:
-            return check_command(command, call_id, name, key, kind)
+            return check_command(command, call_id, name, key, kind, missing="answer")
     if isinstance(value, list) and _is_blocks(value):
         return ToolMessage(content=value, tool_call_id=call_id, name=name)
     text = format_tool_output(value)
