@@ -145,13 +145,17 @@ class Batch:
     finish, a burst of them per loop wake-up.
 
     ``run`` is called as is: bind the context it needs itself. ``stop()`` ends the batch:
-    no worker starts another index (a call under way finishes, its outcome dropped).
+    no worker starts another index (a call under way finishes, its outcome dropped). A
+    call raising an exception for which ``halts(exc)`` is true ends it too, from its
+    worker, at once: its outcome and those of calls under way are still handed over.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pool: WorkerPool,
-                 run: Callable[[int], Any], count: int, width: int) -> None:
+                 run: Callable[[int], Any], count: int, width: int,
+                 halts: Callable[[BaseException], bool] | None = None) -> None:
         self._loop = loop
         self._run = run
+        self._halts = halts
         self._count = count
         self._next = 0
         self._lock = threading.Lock()
@@ -191,6 +195,9 @@ class Batch:
                 outcome = (index, True, run(index))
             except BaseException as exc:  # handed to the loop with the others
                 outcome = (index, False, exc)
+                if self._halts is not None and self._halts(exc):
+                    with lock:
+                        self._next = self._count
             with lock:
                 if not self._stopped:
                     self._done.append(outcome)

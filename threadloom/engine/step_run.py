@@ -159,7 +159,7 @@ async def _as_a_batch(
     running = asyncio.get_running_loop()
     pool = pool_of(running)
     width = min(pool.max_workers, loop.config.get("max_concurrency") or pool.max_workers)
-    batch = Batch(running, pool, call, len(todo), width)
+    batch = Batch(running, pool, call, len(todo), width, _halts)
     live = loop.emit if "updates" in loop.modes else None
     errors: list[tuple[int, Task, BaseException]] = []
     left = len(todo)
@@ -181,6 +181,11 @@ async def _as_a_batch(
         batch.stop()
     errors.sort(key=lambda e: e[0])
     return [(task, exc) for _, task, exc in errors]
+
+
+def _halts(exc: BaseException) -> bool:
+    """Whether a node raising ``exc`` fails the step (not a pause, not a parent route)."""
+    return not isinstance(exc, GraphInterrupt | ParentCommand)
 
 
 async def _take(
