@@ -17,7 +17,7 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.engine.command_writes import command_view
 from threadloom.engine.replay import graph_at, with_checkpoint_map
-from threadloom.engine.results import with_step_results
+from threadloom.engine.results import result_from, step_children
 from threadloom.engine.routing import Planned, plan_from_saved
 from threadloom.engine.tasks import task_id, task_result
 from threadloom.errors import InvalidUpdateError
@@ -95,6 +95,10 @@ def saved_tasks(
     ``pulled`` triggered by edges, the rest made by sends), each with what its saved
     ``pending`` writes tell: its error, interrupts, and (once finished) its result, its
     writes to the output ``keys``."""
+    if not pending:  # the usual checkpoint of history: nothing saved for its next step
+        return [StateTask(task_id(cid, step, index, name), name,
+                          (PULL, name) if index < pulled else (PUSH, index - pulled),
+                          None, (), None, None) for index, name in enumerate(names)]
     errors: dict[str, str] = {}
     interrupts: dict[str, tuple[Interrupt, ...]] = {}
     written: dict[str, list[tuple[str, Any]]] = {}
@@ -123,32 +127,44 @@ def saved_tasks(
     return tasks
 
 
-def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
-    """Build a ``StateSnapshot`` from a stored checkpoint."""
+def to_snapshot(
+    graph: CompiledGraph, saved: CheckpointTuple, child: CheckpointTuple | None = None
+) -> StateSnapshot:
+    """Build a ``StateSnapshot`` from a stored checkpoint; ``child``: the checkpoint its
+    next step saved, when known (history), which gives a lone finished task's result."""
     cp = saved.checkpoint
     held = cp["channel_values"]
     values = {k: held[k] for k in graph.specs if k in held}  # schema order, in any process
-    planned = Planned([], [])
+    names: list[str] = []
+    pushed: list[str] = []
     for item in cp.get("next", []):
         if isinstance(item, str):
-            planned.tasks.append(item)
+            names.append(item)
         elif isinstance(item, Mapping):
-            from threadloom.types import Send
-
-            planned.sends.append(Send(item.get("node", ""), item.get("arg")))
-    names = planned.node_names()
+            pushed.append(item.get("node", ""))
+    pulled = len(names)
+    if pushed:
+        names += pushed
     step = int(saved.metadata.get("step", -1)) + 1
-    tasks = saved_tasks(cp["id"], step, names, len(planned.tasks), saved.pending_writes,
+    tasks = saved_tasks(cp["id"], step, names, pulled, saved.pending_writes,
                         tuple(getattr(graph, "output_keys", graph.specs)))
+    if child is not None and len(tasks) == 1:
+        task = tasks[0]
+        if task.result is None and task.error is None and not task.interrupts:
+            result = result_from(graph, task.name, child)
+            if result is not None:
+                tasks[0] = task._replace(result=result)
+    metadata = saved.metadata
     return StateSnapshot(
         values=values,
         next=tuple(names),
-        config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
-        metadata=shown_metadata(saved.metadata),
+        config=with_checkpoint_map(saved.config, metadata),  # type: ignore[arg-type]
+        metadata=shown_metadata(metadata),
         created_at=cp.get("ts"),
-        parent_config=with_checkpoint_map(saved.parent_config, saved.metadata),
+        parent_config=with_checkpoint_map(saved.parent_config, metadata),
         tasks=tuple(tasks),
-        interrupts=tuple(i for t in tasks for i in t.interrupts),
+        interrupts=tuple(i for t in tasks for i in t.interrupts) if saved.pending_writes
+        else (),
     )
 
 
@@ -230,8 +246,15 @@ def history_sync(
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
     items = list(cp.list(_without_id(cfg), filter=filter, before=before, limit=limit))
-    snaps = with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
-    return [shown(graph, s) for s in snaps]
+    return history_of(graph, items)
+
+
+def history_of(graph: CompiledGraph, items: list[CheckpointTuple]) -> list[StateSnapshot]:
+    """The snapshots of ``items`` (a thread's checkpoints, newest first), each lone
+    finished task's result read from the checkpoint its step saved (``results.py``)."""
+    children = step_children(items)
+    snaps = [to_snapshot(graph, t, children.get(t.checkpoint["id"])) for t in items]
+    return [shown(graph, s) for s in snaps] if graph.root_state else snaps
 
 
 def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -255,8 +278,7 @@ async def history(
         items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    snaps = with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
-    return [shown(graph, s) for s in snaps]
+    return history_of(graph, items)
 
 
 async def update_state(
