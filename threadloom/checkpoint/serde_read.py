@@ -23,7 +23,7 @@ ENCRYPTED_PREFIX = b"TLENC1:"
 _TAG_BYTES = TAG.encode()
 
 
-_SCAN = json.JSONDecoder().scan_once  # json.loads's own decoder settings
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's settings
 
 
 def _plain_json(raw: bytes) -> Any:
