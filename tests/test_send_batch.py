@@ -224,3 +224,54 @@ def test_the_batch_path_is_taken_only_for_plain_sync_nodes() -> None:
         assert seen == [True]
     finally:
         step_run._as_a_batch = real  # type: ignore[assignment]
+
+
+def test_closing_the_stream_mid_fan_out_starts_no_further_packet() -> None:
+    started: list[int] = []
+
+    def work(s: dict[str, Any]) -> dict[str, Any]:
+        started.append(s["n"])
+        time.sleep(0.01)
+        return {"total": 1}
+
+    graph = _fan(work)
+    for _ in graph.stream({"n": 200, "total": 0, "got": []}, {"max_concurrency": 1}):
+        break  # the START step's update; the fan-out is cancelled as it starts
+    time.sleep(0.05)
+    seen = len(started)
+    time.sleep(0.05)
+    assert len(started) == seen < 200  # nothing more started once the run was cancelled
+
+
+def test_objects_kept_alive_per_packet_until_the_step_applies(monkeypatch) -> None:
+    """What a packet keeps alive through its step (so what reaches the GC's oldest
+    generation on a big fan-out): its Task, its TaskResult and its writes list."""
+    import gc
+
+    from threadloom.engine import scheduler
+
+    seen: list[int] = []
+    real = scheduler.apply_step
+
+    def probe(loop: Any, tasks: list[Any], results: list[Any]) -> Any:
+        if len(tasks) > 1:
+            seen.append(len(gc.get_objects()))
+        return real(loop, tasks, results)
+
+    monkeypatch.setattr(scheduler, "apply_step", probe)
+    graph = _fan(lambda s: {"total": 1})
+
+    def alive(n: int) -> int:
+        gc.collect()
+        gc.disable()
+        try:
+            seen.clear()
+            graph.invoke({"n": n, "total": 0, "got": []})
+            return seen[0]
+        finally:
+            gc.enable()
+
+    graph.invoke({"n": 10, "total": 0, "got": []})
+    per_packet = (alive(2000) - alive(1000)) / 1000
+    # its Task, TaskResult, writes list and (key, value) write (which the GC untracks)
+    assert per_packet <= 4.05, per_packet
