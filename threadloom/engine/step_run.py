@@ -146,9 +146,10 @@ async def _as_a_batch(
     full collections (a pass over the whole heap each time it grew by a quarter) cost
     more than the rest of a packet's work on a large heap.
     """
-    debug = None
-    for task in todo:  # every start event first, as the asyncio tasks would send them
-        debug = announce_task(loop, task)
+    debug = loop.emit if "debug" in loop.modes else None  # as announce_task's
+    if loop.modes:  # every start event first, as asyncio tasks send them
+        for task in todo:
+            announce_task(loop, task)
     keep = "messages" in loop.modes
     base = contextvars.copy_context()
     call_one = _call_keeping if keep else _call
@@ -172,7 +173,13 @@ async def _as_a_batch(
                 if ok and keep:
                     ctx, value = value
                 try:
-                    await _take(loop, task, ctx, debug, ok, value, live, record)
+                    if ok and ctx is None:  # the usual packet: its end, without a coroutine
+                        task.result = task_output(loop, task, None, value, debug)
+                        _finished(loop, task, live)
+                        if record:
+                            await loop._record_writes(task)
+                    else:
+                        await _take(loop, task, ctx, debug, ok, value, live, record)
                 except (KeyboardInterrupt, SystemExit):
                     raise
                 except BaseException as exc:  # the task's error, as an asyncio task's
