@@ -3,8 +3,9 @@
 A run is a sequence of super-steps (bulk-synchronous, as in Pregel and LangGraph). Each
 step, in ``RunLoop._loop`` below, the whole of the loop:
 
-1. plan: the step's tasks (``_plan``; ``tasks.make_tasks``);
-2. run: the tasks, concurrently (``_run``; one task: ``tasks.run_task``);
+1. plan: the step's tasks (``_plan``; ``planning.make_tasks``);
+2. run: the tasks, concurrently (``_run``; one task: ``tasks.run_task``; several:
+   ``step_run.run_many``, a fan-out of sync nodes as one batch on the workers);
 3. apply: their writes, in task order, through the channels' reducers (``apply.py``),
    and route to the next step's tasks (``routing.next_tasks``);
 4. save: the checkpoint (``persistence.py``, which honours the durability mode);
