@@ -245,8 +245,31 @@ def history_sync(
     limit: int | None,  # noqa: A002
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
-    items = list(cp.list(_without_id(cfg), filter=filter, before=before, limit=limit))
-    return history_of(graph, items)
+    cfg = _without_id(cfg)
+    list_as = getattr(cp, "list_as", None)
+    if list_as is not None:  # each checkpoint becomes its snapshot as it is read
+        snaps = list_as(cfg, snapshots_as_read(graph), filter=filter, before=before,
+                        limit=limit)
+        return [shown(graph, s) for s in snaps] if graph.root_state else snaps
+    return history_of(graph, list(cp.list(cfg, filter=filter, before=before, limit=limit)))
+
+
+def snapshots_as_read(graph: CompiledGraph) -> Any:
+    """``checkpoint tuple -> StateSnapshot`` for a thread's checkpoints read newest first:
+    ``history_of`` one at a time. A checkpoint's children are all newer, so each is met
+    before it; the oldest child its step saved (``step_children``'s) is the last one met."""
+    children: dict[str, CheckpointTuple] = {}
+
+    def convert(item: CheckpointTuple) -> StateSnapshot:
+        snap = to_snapshot(graph, item, children.pop(item.checkpoint["id"], None))
+        parent = item.parent_config
+        if parent is not None and item.metadata.get("source") in ("loop", "update"):
+            parent_id = parent.get("configurable", {}).get("checkpoint_id")
+            if parent_id is not None:
+                children[parent_id] = item
+        return snap
+
+    return convert
 
 
 def history_of(graph: CompiledGraph, items: list[CheckpointTuple]) -> list[StateSnapshot]:
@@ -275,7 +298,7 @@ async def history(
     """Every snapshot of a thread (and namespace), newest first."""
     cfg = _without_id(cfg)
     if getattr(cp, "inline_io", False):
-        items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
+        return history_sync(graph, cfg, cp, filter, before, limit)
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
     return history_of(graph, items)
