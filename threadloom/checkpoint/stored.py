@@ -141,10 +141,8 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
     ) -> builtins.list[Any]:
-        """What ``list`` yields, as a list, each tuple passed through ``convert`` as it is
-        decoded (None: kept): a caller that turns each into something else (history
-        snapshots) keeps no tuple alive, so fewer objects reach the GC's oldest
-        generation."""
+        """What ``list`` yields, as a list, each tuple passed through ``convert`` (None:
+        kept) as it is decoded: history snapshots keep no tuple alive through the read."""
         thread_id: str | None = None
         ns: str | None = None
         if config is not None:
@@ -158,8 +156,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         with self._tx(False) as tx:
             rows = tx.checkpoint_rows(thread_id, ns, before_id, None if filter else limit)
             # many checkpoints: each namespace's pending writes in one query
-            batch: dict[tuple[str, str], Any] | None = (
-                {} if len(rows) > _BATCH_WRITES else None)
+            batch: dict[tuple[str, str], Any] | None = {} if len(rows) > _BATCH_WRITES else None
             out: builtins.list[Any] = []
             for row in rows:
                 if filter:
