@@ -15,6 +15,7 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
     shown_metadata,
 )
+from threadloom.checkpoint.stored import StoredCheckpointer
 from threadloom.engine.command_writes import command_view
 from threadloom.engine.replay import graph_at, with_checkpoint_map
 from threadloom.engine.results import result_from, step_children
@@ -246,10 +247,10 @@ def history_sync(
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
     cfg = _without_id(cfg)
-    list_as = getattr(cp, "list_as", None)
-    if list_as is not None:  # each checkpoint becomes its snapshot as it is read
-        snaps = list_as(cfg, snapshots_as_read(graph), filter=filter, before=before,
-                        limit=limit)
+    if type(cp).list is StoredCheckpointer.list:  # (not a subclass's own list())
+        # each checkpoint becomes its snapshot as it is read
+        snaps = cp.list_as(cfg, snapshots_as_read(graph), filter=filter,  # type: ignore[attr-defined]
+                           before=before, limit=limit)
         return [shown(graph, s) for s in snaps] if graph.root_state else snaps
     return history_of(graph, list(cp.list(cfg, filter=filter, before=before, limit=limit)))
 
