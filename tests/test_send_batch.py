@@ -243,69 +243,77 @@ def test_closing_the_stream_mid_fan_out_starts_no_further_packet() -> None:
     assert len(started) == seen < 200  # nothing more started once the run was cancelled
 
 
-def test_objects_kept_alive_per_packet_until_the_step_applies(monkeypatch) -> None:
-    """What a packet keeps alive through its step (so what reaches the GC's oldest
-    generation on a big fan-out): its Task, its TaskResult and its writes list."""
+def _per_packet_types() -> dict[str, Any]:
+    import types
+
+    from threadloom.engine.runtime import TaskContext
+    from threadloom.engine.tasks import Task, TaskResult
+
+    return {"Task": Task, "TaskResult": TaskResult, "TaskContext": TaskContext,
+            "asyncio.Task": asyncio.Task, "Future": asyncio.Future,
+            "Context": contextvars.Context, "coroutine": types.CoroutineType,
+            "Handle": asyncio.Handle}
+
+
+def _census() -> dict[str, int]:
+    import gc
+
+    kinds = {cls: name for name, cls in _per_packet_types().items()}
+    counts = dict.fromkeys(kinds.values(), 0)
+    for obj in gc.get_objects():
+        name = kinds.get(type(obj))
+        if name is not None:
+            counts[name] += 1
+    return counts
+
+
+def _per_packet(counts: list[dict[str, int]], packets: int) -> dict[str, float]:
+    return {k: round((counts[1][k] - counts[0][k]) / packets, 2) for k in counts[0]}
+
+
+def test_objects_alive_per_packet_while_the_fan_out_runs_and_when_it_applies(
+        monkeypatch) -> None:
+    """Half-way through a fan-out each packet holds its Task (and, once finished, its
+    result), and when the step applies its writes, its Task and TaskResult: no asyncio
+    task, coroutine, future, handle or context per packet (an asyncio task per packet
+    kept one of each alive, about 20 objects a packet)."""
     import gc
 
     from threadloom.engine import scheduler
 
-    seen: list[int] = []
+    mid: list[dict[str, int]] = []
+    applied: list[dict[str, int]] = []
     real = scheduler.apply_step
 
     def probe(loop: Any, tasks: list[Any], results: list[Any]) -> Any:
         if len(tasks) > 1:
-            seen.append(len(gc.get_objects()))
+            applied.append(_census())
         return real(loop, tasks, results)
-
-    monkeypatch.setattr(scheduler, "apply_step", probe)
-    graph = _fan(lambda s: {"total": 1})
-
-    def alive(n: int) -> int:
-        gc.collect()
-        gc.disable()
-        try:
-            seen.clear()
-            graph.invoke({"n": n, "total": 0, "got": []})
-            return seen[0]
-        finally:
-            gc.enable()
-
-    graph.invoke({"n": 10, "total": 0, "got": []})
-    per_packet = (alive(2000) - alive(1000)) / 1000
-    # its Task, TaskResult, writes list and (key, value) write (which the GC untracks)
-    assert per_packet <= 4.05, per_packet
-
-
-def test_objects_alive_per_packet_while_the_fan_out_runs() -> None:
-    """Half-way through a fan-out, each packet holds its Task (and, once finished, its
-    result): no asyncio task, coroutine, future or context per packet (about 20 objects
-    a packet when each packet was an asyncio task with a worker hop)."""
-    import gc
-
-    seen: dict[str, int] = {}
 
     def work(s: dict[str, Any]) -> dict[str, Any]:
         if s["n"] == s["half"]:
-            seen["count"] = len(gc.get_objects())
+            mid.append(_census())
         return {"total": 1}
 
+    monkeypatch.setattr(scheduler, "apply_step", probe)
     g = StateGraph(Fan)
     g.add_node("work", work)
     g.add_conditional_edges(START, lambda s: [Send("work", {"n": i, "half": s["n"] // 2})
                                               for i in range(s["n"])])
     g.add_edge("work", END)
     graph = g.compile()
-
-    def alive(n: int) -> int:
-        gc.collect()
-        gc.disable()
-        try:
+    graph.invoke({"n": 10, "total": 0, "got": []})
+    mid.clear()
+    applied.clear()
+    gc.collect()
+    gc.disable()
+    try:
+        for n in (1000, 3000):
             graph.invoke({"n": n, "total": 0, "got": []}, {"max_concurrency": 1})
-            return seen["count"]
-        finally:
-            gc.enable()
-
-    alive(10)
-    per_packet = (alive(2000) - alive(1000)) / 1000
-    assert per_packet <= 3, per_packet
+    finally:
+        gc.enable()
+    during, after = _per_packet(mid, 2000), _per_packet(applied, 2000)
+    assert during["Task"] == 1 and during["TaskResult"] <= 0.51, during
+    assert after["Task"] == 1 and after["TaskResult"] == 1, after
+    for name in ("TaskContext", "asyncio.Task", "Future", "Context", "coroutine", "Handle"):
+        assert during[name] < 0.01 and after[name] < 0.01, (name, during, after)
