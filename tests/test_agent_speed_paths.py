@@ -287,6 +287,19 @@ CONSTRUCTED: list[tuple[type[BaseMessage], dict[str, Any]]] = [
     (HumanMessage, {"content": "go", "id": "h", "name": "u", "additional_kwargs": {}}),
     (SystemMessage, {"content": "s", "id": "system_prompt"}),
     (SystemMessage, {"content": "s", "name": 1}),
+    (AIMessageChunk, {"content": "tok", "id": "m"}),
+    (AIMessageChunk, {"content": "", "id": "m", "reasoning_content": "r"}),
+    (AIMessageChunk, {"content": "", "refusal": "no", "name": "n",
+                      "additional_kwargs": {"a": 1}, "response_metadata": {"f": "s"}}),
+    (AIMessageChunk, {"content": "", "tool_call_chunks": [
+        {"name": "f", "id": "c", "args": "{", "index": 0}]}),
+    (AIMessageChunk, {"content": "", "tool_calls": [_CALL]}),
+    (AIMessageChunk, {"content": "", "usage_metadata": {"input_tokens": 1,
+                                                        "output_tokens": 1, "total_tokens": 2}}),
+    (AIMessageChunk, {"content": "", "type": "AIMessageChunk"}),
+    (AIMessageChunk, {"content": "", "type": "ai"}),
+    (AIMessageChunk, {"content": [{"type": "text", "text": "x"}]}),
+    (AIMessageChunk, {"content": "x", "id": 3}),
 ]
 
 

@@ -302,3 +302,32 @@ def test_a_node_state_hint_adds_its_private_keys_as_channels():
     g.add_edge(START, "one")
     g.add_edge("one", "two")
     assert g.compile().invoke({"a": 1}) == {"a": 20}  # as LangGraph: secret stays private
+
+
+def test_history_read_as_it_is_decoded_equals_history_of_the_listed_tuples(
+        checkpointer, thread_id):
+    """``get_state_history`` turns each checkpoint into its snapshot as the store decodes
+    it (``list_as``); that is what building them from ``list()``'s tuples gives, forks,
+    replays and lone-task results included."""
+    from threadloom.engine.snapshot import _without_id, history_of
+
+    class S(TypedDict):
+        n: int
+        log: Annotated[list, operator.add]
+
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"n": s["n"] + 1, "log": ["a"]})
+    g.add_node("b", lambda s: {"n": s["n"] * 2})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    graph = g.compile(checkpointer=checkpointer)
+    cfg = {"configurable": {"thread_id": thread_id}}
+    graph.invoke({"n": 1, "log": []}, cfg)
+    old = list(graph.get_state_history(cfg))[-2].config  # the START step's checkpoint
+    graph.invoke(None, old)  # a replay: a fork off an earlier checkpoint
+    graph.update_state(cfg, {"n": 7}, as_node="a")
+    shown = list(graph.get_state_history(cfg))
+    listed = list(checkpointer.list(_without_id(cfg)))
+    assert shown == history_of(graph, listed)
+    assert any(t.result for s in shown for t in s.tasks)  # lone results were read

@@ -149,3 +149,24 @@ def test_routing_awaits_an_async_path_midway_and_keeps_the_order() -> None:
     graph = builder.compile()
     assert graph.invoke({"seen": []})["seen"] == ["a", "b", "c", "d", "e", "f"]
     assert asyncio.run(graph.ainvoke({"seen": []}))["seen"] == ["a", "b", "c", "d", "e", "f"]
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a":1,"b":[null,true,"x"]}', b' {"a":1} ', b"[1,2]", b"NaN", b'"x"', b"1",
+    b'{"a":1}x', '"\\ud800"'.encode("utf-8", "surrogatepass"), '{"a":1}'.encode("utf-16"),
+    b'{"a":1', b"", b"\xff", b'{"a":"\xc3\xa9"}',
+])
+def test_the_codecs_plain_json_parse_is_json_loads(raw: bytes) -> None:
+    """The codec parses what it wrote with the JSON scanner directly; every input gives
+    what ``json.loads`` gives, the same value or the same error."""
+    import json
+
+    from threadloom.checkpoint.serde_read import _plain_json
+
+    def outcome(parse: Any) -> Any:
+        try:
+            return ("ok", repr(parse(raw)))
+        except ValueError as exc:
+            return ("error", type(exc).__name__, str(exc))
+
+    assert outcome(_plain_json) == outcome(json.loads)

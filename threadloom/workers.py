@@ -65,6 +65,12 @@ class WorkerPool:
         """Queue ``fn()`` (already bound to its context); its future belongs to ``loop``
         (the pool's own loop: one pool serves one loop)."""
         future: asyncio.Future[T] = loop.create_future()
+        self.put(future, fn)
+        return future
+
+    def put(self, future: asyncio.Future[Any] | None, fn: Callable[[], Any]) -> None:
+        """Queue ``fn()``; its outcome goes to ``future``, or nowhere when that is None
+        (``fn`` hands its results over itself, as a ``Batch``'s workers do)."""
         with self._lock:
             self._queued += 1
             self._calls.put((future, fn))
@@ -74,7 +80,6 @@ class WorkerPool:
                 self._waiting += 1
         if start:
             threading.Thread(target=self._work, name="threadloom-worker", daemon=True).start()
-        return future
 
     def _work(self) -> None:
         calls, lock = self._calls, self._lock
@@ -91,6 +96,12 @@ class WorkerPool:
             with lock:
                 self._waiting -= 1
                 self._queued -= 1
+            if future is None:  # a batch's drainer: it hands its results over itself
+                fn()
+                del fn
+                with lock:
+                    self._waiting += 1
+                continue
             try:
                 outcome: tuple[bool, Any] = (True, fn())
             except BaseException as exc:  # handed to the awaiting caller, as to_thread does
@@ -124,6 +135,90 @@ class WorkerPool:
                 future.set_result(value)
             else:
                 future.set_exception(_raisable(value))
+
+
+class Batch:
+    """Calls ``run(0)``, ``run(1)``, ... ``run(count - 1)`` on at most ``width`` workers of
+    ``pool``, each worker taking the next index as it finishes one (so blocking calls run
+    ``width`` at a time, as that many ``to_worker`` calls would), with one queued call per
+    worker instead of one per index; ``outcomes()`` hands the results to ``loop`` as they
+    finish, a burst of them per loop wake-up.
+
+    ``run`` is called as is: bind the context it needs itself. ``stop()`` ends the batch:
+    no worker starts another index (a call under way finishes, its outcome dropped). A
+    call raising an exception for which ``halts(exc)`` is true ends it too, from its
+    worker, at once: its outcome and those of calls under way are still handed over.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pool: WorkerPool,
+                 run: Callable[[int], Any], count: int, width: int,
+                 halts: Callable[[BaseException], bool] | None = None) -> None:
+        self._loop = loop
+        self._run = run
+        self._halts = halts
+        self._count = count
+        self._next = 0
+        self._lock = threading.Lock()
+        self._done: list[tuple[int, bool, Any]] = []
+        self._waiter: asyncio.Future[None] | None = None
+        self._wake_pending = False
+        self._stopped = False
+        for _ in range(max(1, min(width, count))):
+            pool.put(None, self._drain)
+
+    def stop(self) -> None:
+        """Start no further index (see the class docstring)."""
+        with self._lock:
+            self._stopped = True
+            self._next = self._count
+            self._done = []
+
+    async def outcomes(self) -> list[tuple[int, bool, Any]]:
+        """``(index, True, result)`` or ``(index, False, exception)`` of the calls that
+        finished since the last call, in the order they finished (waits for one)."""
+        while True:
+            with self._lock:
+                self._waiter = None
+                if self._done:
+                    done, self._done = self._done, []
+                    return done
+                self._waiter = waiter = self._loop.create_future()
+            await waiter
+
+    def _drain(self) -> None:
+        run, lock = self._run, self._lock
+        with lock:
+            index = self._next
+            self._next += 1
+        while index < self._count:
+            try:
+                outcome = (index, True, run(index))
+            except BaseException as exc:  # handed to the loop with the others
+                outcome = (index, False, exc)
+                if self._halts is not None and self._halts(exc):
+                    with lock:
+                        self._next = self._count
+            with lock:
+                if not self._stopped:
+                    self._done.append(outcome)
+                wake = self._waiter is not None and not self._wake_pending
+                if wake:
+                    self._wake_pending = True
+                index = self._next
+                self._next += 1
+            del outcome
+            if wake:
+                try:
+                    self._loop.call_soon_threadsafe(self._wake)
+                except RuntimeError:  # the loop was closed: nobody is waiting any more
+                    return
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._wake_pending = False
+            waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 def _raisable(exc: BaseException) -> BaseException:
@@ -174,4 +269,4 @@ def to_worker(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Fut
     return pool_of(loop).submit(loop, call)
 
 
-__all__ = ["IDLE_TIMEOUT_S", "MAX_WORKERS", "WorkerPool", "pool_of", "to_worker"]
+__all__ = ["Batch", "IDLE_TIMEOUT_S", "MAX_WORKERS", "WorkerPool", "pool_of", "to_worker"]

@@ -136,6 +136,8 @@ def _check_body(checkpoint: Any) -> None:
     writes (a number in ``next``, a text version...), before the engine trips on it."""
     if type(checkpoint) is not dict:
         raise SerializationError(f"the stored checkpoint is a {type(checkpoint).__name__}")
+    if _usual_body(checkpoint):
+        return
     wrong = [k for k, ok in (
         ("v", type(checkpoint.get("v")) is int),
         ("ts", type(checkpoint.get("ts")) is str),
@@ -152,6 +154,27 @@ def _check_body(checkpoint: Any) -> None:
             f"the stored checkpoint's {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'}"
             " not of the types threadloom writes"
         )
+
+
+_VERSION_TYPES = (int, str, float)
+
+
+def _usual_body(checkpoint: dict[str, Any]) -> bool:
+    """The checks of ``_check_body`` for the usual checkpoint in one pass (no versions
+    seen, no barriers, node names in ``next``); False sends it to the general checks."""
+    versions, nxt = checkpoint.get("channel_versions"), checkpoint.get("next")
+    seen, barriers = checkpoint.get("versions_seen"), checkpoint.get("barriers")
+    if not (type(checkpoint.get("v")) is int and type(checkpoint.get("ts")) is str
+            and type(versions) is dict and type(nxt) is list and type(seen) is dict
+            and not seen and type(barriers) is dict and not barriers):
+        return False
+    for key, version in versions.items():
+        if type(key) is not str or type(version) not in _VERSION_TYPES:
+            return False
+    for item in nxt:
+        if type(item) is not str:
+            return False
+    return True
 
 
 def _is_next_item(x: Any) -> bool:

@@ -21,7 +21,7 @@ one reads as stored, without being compacted), and every writing method raises
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -133,22 +133,34 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
     ) -> Iterator[CheckpointTuple]:
         """See ``BaseCheckpointer.list``. Metadata filters compare decoded values in Python
         (never spliced into SQL)."""
+        yield from self.list_as(config, None, filter=filter, before=before, limit=limit)
+
+    def list_as(
+        self,
+        config: Mapping[str, Any] | None,
+        convert: Callable[[CheckpointTuple], Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Any]:
+        """What ``list`` yields, as a list, each tuple passed through ``convert`` (None:
+        kept) as it is decoded: history snapshots keep no tuple alive through the read."""
         thread_id: str | None = None
         ns: str | None = None
         if config is not None:
             thread_id, _, _ = thread_config(config)
             ns = (config.get("configurable") or {}).get("checkpoint_ns")
             if self._expire_if_due(thread_id):
-                return
+                return []
         before_id = ((before or {}).get("configurable") or {}).get("checkpoint_id")
         if limit is not None and limit <= 0:
-            return
+            return []
         with self._tx(False) as tx:
             rows = tx.checkpoint_rows(thread_id, ns, before_id, None if filter else limit)
             # many checkpoints: each namespace's pending writes in one query
-            batch: dict[tuple[str, str], Any] | None = (
-                {} if len(rows) > _BATCH_WRITES else None)
-            out: list[CheckpointTuple] = []
+            batch: dict[tuple[str, str], Any] | None = {} if len(rows) > _BATCH_WRITES else None
+            out: builtins.list[Any] = []
             for row in rows:
                 if filter:
                     meta = self._decode_metadata(row)
@@ -160,10 +172,11 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                     if space not in batch:
                         batch[space] = tx.ns_writes(*space)
                     written = batch[space].get(row.checkpoint_id, [])
-                out.append(self._tuple(tx, row, seed=False, written=written))
+                item = self._tuple(tx, row, seed=False, written=written)
+                out.append(item if convert is None else convert(item))
                 if limit is not None and len(out) >= limit:
                     break
-        yield from out
+        return out
 
     def _tuple(self, tx: Tx, row: CkRow, *, seed: bool,
                written: builtins.list[tuple[str, str, bytes]] | None = None) -> CheckpointTuple:

@@ -48,6 +48,8 @@ def _write_order(tasks: list[Task], results: list[TaskResult]) -> list[tuple[Tas
     """The order a step's writes are applied in, as LangGraph's ``apply_writes``: tasks
     triggered by edges by node name, then the tasks of ``Send`` packets as sent."""
     pairs = list(zip(tasks, results, strict=True))
+    if all(task.pushed for task in tasks):  # a fan-out: its packets, as sent
+        return pairs
     return sorted(pairs, key=lambda pair: (pair[0].pushed, "" if pair[0].pushed else pair[0].name))
 
 

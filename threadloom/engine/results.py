@@ -19,35 +19,22 @@ from threadloom.engine.channels import LastValue
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import CheckpointTuple
     from threadloom.engine.compiled import CompiledGraph
-    from threadloom.engine.snapshot import StateSnapshot
 
 
-def with_step_results(
-    graph: CompiledGraph, items: Sequence[CheckpointTuple], snaps: list[StateSnapshot]
-) -> list[StateSnapshot]:
-    """``snaps`` (of ``items``, newest first) with each lone finished task's result filled
-    in from the first checkpoint its step saved, when that one is among ``items``."""
+def step_children(items: Sequence[CheckpointTuple]) -> dict[str, CheckpointTuple]:
+    """Checkpoint id -> the first checkpoint its next step saved, of ``items`` (a
+    thread's checkpoints, newest first): where a lone finished task's result is read."""
     children: dict[str, CheckpointTuple] = {}
     for item in reversed(items):  # oldest first: the step's own checkpoint, not a replay's
-        parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        parent = item.parent_config
         if parent is not None and item.metadata.get("source") in ("loop", "update"):
-            children.setdefault(parent, item)
-    if not children:
-        return snaps
-    out = []
-    for item, snap in zip(items, snaps, strict=True):
-        child = children.get(item.checkpoint["id"])
-        if child is not None and len(snap.tasks) == 1:
-            task = snap.tasks[0]
-            if task.result is None and task.error is None and not task.interrupts:
-                result = _result_from(graph, task.name, child)
-                if result is not None:
-                    snap = snap._replace(tasks=(task._replace(result=result),))
-        out.append(snap)
-    return out
+            parent_id = parent.get("configurable", {}).get("checkpoint_id")
+            if parent_id is not None and parent_id not in children:
+                children[parent_id] = item
+    return children
 
 
-def _result_from(graph: CompiledGraph, name: str, child: CheckpointTuple) -> Any:
+def result_from(graph: CompiledGraph, name: str, child: CheckpointTuple) -> Any:
     """What task ``name`` wrote, as ``child`` (the checkpoint of its step) shows it, or
     None when that cannot be told exactly (a key with a reducer, an unknown key)."""
     writes = child.metadata.get("writes")

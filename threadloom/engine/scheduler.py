@@ -3,8 +3,9 @@
 A run is a sequence of super-steps (bulk-synchronous, as in Pregel and LangGraph). Each
 step, in ``RunLoop._loop`` below, the whole of the loop:
 
-1. plan: the step's tasks (``_plan``; ``tasks.make_tasks``);
-2. run: the tasks, concurrently (``_run``; one task: ``tasks.run_task``);
+1. plan: the step's tasks (``_plan``; ``planning.make_tasks``);
+2. run: the tasks, concurrently (``_run``; one task: ``tasks.run_task``; several:
+   ``step_run.run_many``, a fan-out of sync nodes as one batch on the workers);
 3. apply: their writes, in task order, through the channels' reducers (``apply.py``),
    and route to the next step's tasks (``routing.next_tasks``);
 4. save: the checkpoint (``persistence.py``, which honours the durability mode);
@@ -23,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.apply import apply_step
 from threadloom.engine.channels import Channel
-from threadloom.engine.concurrency import gated, retrieve
 from threadloom.engine.node_call import emit_task_end
 from threadloom.engine.persistence import Persistence
+from threadloom.engine.planning import lone_task, make_tasks
 from threadloom.engine.routing import Planned, next_tasks
 from threadloom.engine.runtime import Emit, GraphInterrupt
 from threadloom.engine.start import Resume, start_run
-from threadloom.engine.tasks import Task, TaskResult, lone_task, make_tasks, run_task, writes_output
+from threadloom.engine.step_run import run_many
+from threadloom.engine.tasks import Task, TaskResult, run_task, writes_output
 from threadloom.engine.writes import ParentCommand
 from threadloom.errors import GraphDrained, GraphRecursionError
 from threadloom.types import CONFIG_KEY_NODE_FINISHED, ROOT, Command, Durability, Interrupt
@@ -275,58 +277,8 @@ class RunLoop(Persistence):
                     self.emit("updates", {t.name: t.result.update_view(), **_CACHED})
                     t.streamed = True
         if todo:  # every task may already have its saved writes (a crash before the save)
-            await self._run_many(todo, record=len(tasks) > 1)
+            await run_many(self, todo, record=len(tasks) > 1)
         return [t.result or TaskResult([], []) for t in tasks]
-
-    async def _run_many(self, todo: list[Task], *, record: bool) -> None:
-        live = self.emit if "updates" in self.modes else None  # as each task ends, as LangGraph
-
-        async def one(task: Task) -> None:
-            try:
-                task.result = await run_task(self, task)
-            except GraphInterrupt as gi:
-                await self._record_interrupt(task, gi)
-                emit_task_end(self, task, interrupts=gi.interrupts)
-                return
-            if self.node_finished is not None:
-                self.node_finished(task.name)
-            if live is not None:
-                live("updates", {task.name: task.result.update_view()})
-                task.streamed = True
-            emit_task_end(self, task)
-            if record:
-                await self._record_writes(task)
-
-        limit = self.config.get("max_concurrency")
-        if limit and len(todo) > limit:  # as LangGraph's config: at most that many at once
-            running = gated(one, todo, limit)
-        else:
-            running = [asyncio.ensure_future(one(t)) for t in todo]
-        for fut in running:  # no task's error goes unretrieved, whatever ends the wait
-            fut.add_done_callback(retrieve)
-        try:
-            done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
-        except BaseException:
-            for fut in running:
-                fut.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
-            raise
-        for fut in pending:
-            fut.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        errors = [  # of the tasks that failed on their own (not those cancelled here)
-            (task, fut.exception())
-            for task, fut in zip(todo, running, strict=True)
-            if fut in done and not fut.cancelled() and fut.exception() is not None
-        ]
-        for task, error in errors:  # every failed task's error is saved (as LangGraph)
-            await self._record_error(task, error)  # type: ignore[arg-type]
-            emit_task_end(self, task, error=error)
-        if errors or self.paused:  # (durability "exit": the finished tasks' writes kept)
-            await self._record_finished(todo)
-        if errors:
-            raise errors[0][1]  # type: ignore[misc]  # the first in task order
 
     # -- emit --------------------------------------------------------------
 

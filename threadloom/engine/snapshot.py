@@ -15,9 +15,10 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
     shown_metadata,
 )
+from threadloom.checkpoint.stored import StoredCheckpointer
 from threadloom.engine.command_writes import command_view
 from threadloom.engine.replay import graph_at, with_checkpoint_map
-from threadloom.engine.results import with_step_results
+from threadloom.engine.results import result_from, step_children
 from threadloom.engine.routing import Planned, plan_from_saved
 from threadloom.engine.tasks import task_id, task_result
 from threadloom.errors import InvalidUpdateError
@@ -95,6 +96,10 @@ def saved_tasks(
     ``pulled`` triggered by edges, the rest made by sends), each with what its saved
     ``pending`` writes tell: its error, interrupts, and (once finished) its result, its
     writes to the output ``keys``."""
+    if not pending:  # the usual checkpoint of history: nothing saved for its next step
+        return [StateTask(task_id(cid, step, index, name), name,
+                          (PULL, name) if index < pulled else (PUSH, index - pulled),
+                          None, (), None, None) for index, name in enumerate(names)]
     errors: dict[str, str] = {}
     interrupts: dict[str, tuple[Interrupt, ...]] = {}
     written: dict[str, list[tuple[str, Any]]] = {}
@@ -125,36 +130,48 @@ def saved_tasks(
     return tasks[pulled:] + tasks[:pulled]  # as LangGraph lists them: sends first
 
 
-def to_snapshot(graph: CompiledGraph, saved: CheckpointTuple) -> StateSnapshot:
-    """Build a ``StateSnapshot`` from a stored checkpoint."""
+def to_snapshot(
+    graph: CompiledGraph, saved: CheckpointTuple, child: CheckpointTuple | None = None
+) -> StateSnapshot:
+    """Build a ``StateSnapshot`` from a stored checkpoint; ``child``: the checkpoint its
+    next step saved, when known (history), which gives a lone finished task's result."""
     cp = saved.checkpoint
     held = cp["channel_values"]
     values = {k: held[k] for k in graph.specs if k in held}  # schema order, in any process
-    planned = Planned([], [])
+    names: list[str] = []
+    pushed: list[str] = []
     for item in cp.get("next", []):
         if isinstance(item, str):
-            planned.tasks.append(item)
+            names.append(item)
         elif isinstance(item, Mapping):
-            from threadloom.types import Send
-
-            planned.sends.append(Send(item.get("node", ""), item.get("arg")))
-    names = planned.node_names()
+            pushed.append(item.get("node", ""))
+    pulled = len(names)
+    if pushed:
+        names += pushed
     step = int(saved.metadata.get("step", -1)) + 1
-    tasks = saved_tasks(cp["id"], step, names, len(planned.tasks), saved.pending_writes,
+    tasks = saved_tasks(cp["id"], step, names, pulled, saved.pending_writes,
                         tuple(getattr(graph, "output_keys", graph.specs)))
-    if len(tasks) > 1:  # LangGraph's order: Send tasks, then edge tasks in node order
+    if child is not None and len(tasks) == 1:
+        task = tasks[0]
+        if task.result is None and task.error is None and not task.interrupts:
+            result = result_from(graph, task.name, child)
+            if result is not None:
+                tasks[0] = task._replace(result=result)
+    if len(tasks) > 1 and pulled > 1:  # edge tasks in node order, as LangGraph lists them
         order = {name: i for i, name in enumerate(graph.nodes)}
         tasks.sort(key=lambda t: (t.path[0] == PULL, order.get(t.name, -1) if t.path[0] == PULL
                                   else t.path[1]))
+    metadata = saved.metadata
     return StateSnapshot(
         values=values,
         next=tuple(t.name for t in tasks),
-        config=with_checkpoint_map(saved.config, saved.metadata),  # type: ignore[arg-type]
-        metadata=shown_metadata(saved.metadata),
+        config=with_checkpoint_map(saved.config, metadata),  # type: ignore[arg-type]
+        metadata=shown_metadata(metadata),
         created_at=cp.get("ts"),
-        parent_config=with_checkpoint_map(saved.parent_config, saved.metadata),
+        parent_config=with_checkpoint_map(saved.parent_config, metadata),
         tasks=tuple(tasks),
-        interrupts=tuple(i for t in tasks for i in t.interrupts),
+        interrupts=tuple(i for t in tasks for i in t.interrupts) if saved.pending_writes
+        else (),
     )
 
 
@@ -239,9 +256,39 @@ def history_sync(
     limit: int | None,  # noqa: A002
 ) -> list[StateSnapshot]:
     """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
-    items = list(cp.list(_without_id(cfg), filter=filter, before=before, limit=limit))
-    snaps = with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
-    return [shown(graph, s) for s in snaps]
+    cfg = _without_id(cfg)
+    if type(cp).list is StoredCheckpointer.list:  # (not a subclass's own list())
+        # each checkpoint becomes its snapshot as it is read
+        snaps = cp.list_as(cfg, snapshots_as_read(graph), filter=filter,  # type: ignore[attr-defined]
+                           before=before, limit=limit)
+        return [shown(graph, s) for s in snaps] if graph.root_state else snaps
+    return history_of(graph, list(cp.list(cfg, filter=filter, before=before, limit=limit)))
+
+
+def snapshots_as_read(graph: CompiledGraph) -> Any:
+    """``checkpoint tuple -> StateSnapshot`` for a thread's checkpoints read newest first:
+    ``history_of`` one at a time. A checkpoint's children are all newer, so each is met
+    before it; the oldest child its step saved (``step_children``'s) is the last one met."""
+    children: dict[str, CheckpointTuple] = {}
+
+    def convert(item: CheckpointTuple) -> StateSnapshot:
+        snap = to_snapshot(graph, item, children.pop(item.checkpoint["id"], None))
+        parent = item.parent_config
+        if parent is not None and item.metadata.get("source") in ("loop", "update"):
+            parent_id = parent.get("configurable", {}).get("checkpoint_id")
+            if parent_id is not None:
+                children[parent_id] = item
+        return snap
+
+    return convert
+
+
+def history_of(graph: CompiledGraph, items: list[CheckpointTuple]) -> list[StateSnapshot]:
+    """The snapshots of ``items`` (a thread's checkpoints, newest first), each lone
+    finished task's result read from the checkpoint its step saved (``results.py``)."""
+    children = step_children(items)
+    snaps = [to_snapshot(graph, t, children.get(t.checkpoint["id"])) for t in items]
+    return [shown(graph, s) for s in snaps] if graph.root_state else snaps
 
 
 def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -262,11 +309,10 @@ async def history(
     """Every snapshot of a thread (and namespace), newest first."""
     cfg = _without_id(cfg)
     if getattr(cp, "inline_io", False):
-        items = list(cp.list(cfg, filter=filter, before=before, limit=limit))
+        return history_sync(graph, cfg, cp, filter, before, limit)
     else:
         items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    snaps = with_step_results(graph, items, [to_snapshot(graph, t) for t in items])
-    return [shown(graph, s) for s in snaps]
+    return history_of(graph, items)
 
 
 async def update_state(

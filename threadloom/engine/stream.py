@@ -84,13 +84,18 @@ class StreamSink:
     def __init__(self, modes: Sequence[str], subgraphs: bool) -> None:
         self.loop = asyncio.get_running_loop()
         self.thread = threading.get_ident()
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.modes = frozenset(modes)
         self.subgraphs = subgraphs
+        self._items: collections.deque[Any] = collections.deque()  # for the consumer
+        self._waiter: asyncio.Future[None] | None = None  # the consumer waits for items
         self._empty = asyncio.Event()
         self._empty.set()
         self._held: _Done | None = None  # the end, met while taking a batch
-        self._foreign: collections.deque[Any] = collections.deque()  # put by other threads
+        # Put by other threads (a sync node's chat model, token by token): handed to the
+        # loop in bursts, one wake-up of the loop pending at a time, not one per event.
+        self._foreign: collections.deque[Any] = collections.deque()
+        self._lock = threading.Lock()
+        self._wake_pending = False
 
     def bind(self, namespace: tuple[str, ...]) -> Emit:
         """An ``emit(mode, payload)`` function for one (sub)graph namespace."""
@@ -112,24 +117,37 @@ class StreamSink:
     def _put(self, item: Any) -> None:
         if threading.get_ident() == self.thread:
             self._put_here(item)
-        else:
-            # in order with what the loop's own thread puts later: a sync graph run by a
-            # node on another thread streams before that node's own update (_put_here)
+            return
+        # in order with what the loop's own thread puts later: a sync graph run by a
+        # node on another thread streams before that node's own update (_put_here)
+        with self._lock:
             self._foreign.append(item)
-            self.loop.call_soon_threadsafe(self._take_foreign)
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        self.loop.call_soon_threadsafe(self._take_foreign)
 
     def _take_foreign(self) -> None:
-        foreign = self._foreign
-        if foreign:
-            self._empty.clear()
-            while foreign:
-                self.queue.put_nowait(foreign.popleft())
+        with self._lock:
+            self._wake_pending = False
+            if not self._foreign:
+                return
+            taken, self._foreign = self._foreign, collections.deque()
+        self._empty.clear()
+        self._items.extend(taken)
+        self._wake()
 
     def _put_here(self, item: Any) -> None:
         if self._foreign:
             self._take_foreign()
         self._empty.clear()
-        self.queue.put_nowait(item)
+        self._items.append(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def drained(self) -> None:
         """Wait until the consumer asks for more after taking every event (backpressure).
@@ -143,6 +161,16 @@ class StreamSink:
         """End the stream, with the error that ended the run if any."""
         self._put(_Done(error))
 
+    async def _next(self) -> Any:
+        items = self._items
+        while not items:
+            self._waiter = waiter = self.loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return items.popleft()
+
     async def get(self) -> tuple[tuple[str, ...], str, Any] | None:
         """The next event, or None at the end.
 
@@ -151,15 +179,14 @@ class StreamSink:
         """
         item: Any = self._held
         if item is None:
-            if self.queue.empty():
+            if not self._items:
                 self._empty.set()  # the consumer asks for more: the run may take its next step
-            item = await self.queue.get()
+            item = await self._next()
         if isinstance(item, _Done):
             if item.error is not None:
                 raise item.error
             return None
         return item
-
 
     async def get_many(self) -> list[tuple[tuple[str, ...], str, Any]] | None:
         """``get``, plus every further event already queued (one loop pass for a burst of
@@ -173,9 +200,9 @@ class StreamSink:
         if first is None:
             return None
         out = [first]
-        queue = self.queue
-        while not queue.empty():
-            item = queue.get_nowait()
+        items = self._items
+        while items:
+            item = items.popleft()
             if type(item) is _Done:
                 self._held = item
                 break

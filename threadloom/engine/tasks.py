@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.managed import with_managed
 from threadloom.engine.node_call import (
     call_node,
     debug_event,
@@ -31,14 +31,12 @@ from threadloom.errors import (
     GraphDrained,
     NodeCancelledError,
     NodeError,
-    RecordedNodeError,
     add_node_note,
 )
 from threadloom.types import ROOT, START, Command, Send
 
 if TYPE_CHECKING:
     from threadloom.engine.graph import NodeSpec
-    from threadloom.engine.routing import Planned
     from threadloom.engine.scheduler import RunLoop
 
 
@@ -47,7 +45,7 @@ class TaskResult:
     """What a finished task wrote: ``(key, value)`` pairs and where it routed."""
 
     writes: list[tuple[str, Any]]
-    goto: list[str | Send]
+    goto: Sequence[str | Send]  # () when it routes nowhere (shared: only read)
 
     def goto_payload(self) -> list[Any]:
         """``goto`` in a codec-storable form."""
@@ -142,85 +140,27 @@ def task_id(checkpoint_id: str, step: int, index: int, name: str) -> str:
 _NO_RESUME: dict[str, Any] = {}  # shared, only read
 
 
-def make_tasks(
-    loop: RunLoop, planned: Planned, remaining: int, resume: dict[str, Any] | None
-) -> list[Task]:
-    """Build the tasks of the next super-step, reusing writes saved for finished tasks."""
-    names = planned.tasks
-    hashed = loop.cp is not None or loop.namespace
-    if len(names) == 1 and not (hashed or planned.sends or planned.pending or resume):
-        # one edge-triggered task, nothing saved or resumed: what the loop below builds
-        return [lone_task(loop, names[0], remaining)]
-    graph = loop.graph
-    values = with_managed(loop.values, graph.managed, remaining) if graph.managed else (
-        loop.values)
-    base = (
-        (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id") or ""
-        if hashed
-        else ""
+def begin_task(loop: RunLoop, task: Task) -> tuple[TaskContext, Emit | None]:
+    """A task's context (``task_context``) after what its start streams is sent
+    (``announce_task``); returns it and the ``debug`` sink (None when not streamed)."""
+    debug = announce_task(loop, task)
+    return task_context(loop, task), debug
+
+
+def task_context(loop: RunLoop, task: Task) -> TaskContext:
+    """The context a task's node runs under (O(1); a batch builds it on its worker)."""
+    modes = loop.modes
+    # positional, in the order of TaskContext's fields: this runs per task
+    ctx = TaskContext(
+        task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
+        loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
+        loop.message_ids if "messages" in modes else None,
+        loop.blocking_ok and loop.inline_sync, task.index, loop,
     )
-    step = loop.step
-    build_state = None if graph.dict_state else graph.build_state
-    tasks: list[Task] = []
-    for index, name in enumerate(names):
-        node = graph.nodes[name]
-        if node.build_input is not None and node.input_keys is not None:  # set together
-            keys = node.input_keys
-            state = node.build_input({k: v for k, v in values.items() if k in keys})
-        else:
-            state = dict(values) if build_state is None else build_state(dict(values))
-        tid = task_id(base, step, index, name) if hashed else f"{step}:{index}"
-        tasks.append(Task(name, node, state, tid, index, remaining))
-    offset = len(planned.tasks)
-    for i, send in enumerate(planned.sends):
-        index = offset + i
-        node = graph.nodes[send.node]
-        tid = task_id(base, loop.step, index, send.node) if hashed else f"{loop.step}:{index}"
-        tasks.append(Task(send.node, node, send.arg, tid, index, remaining, pushed=True, packet=i))
-    if planned.pending or resume:
-        for task in tasks:
-            done = planned.pending.get(task.id)
-            if type(done) is Failed:
-                _handler_due(graph, task, done.error or {})
-            elif done is not None:
-                task.result = done
-                task.cached = True
-            answers = resume.get(task.id) if resume else None
-            if isinstance(answers, Held):
-                task.held = answers.interrupts
-            elif answers is not None:
-                task.resume = answers
-    return tasks
-
-
-def _handler_due(graph: Any, task: Task, error: dict[str, Any]) -> None:
-    """Make ``task`` (whose node failed in an earlier run) run its node's error handler
-    with the saved error (``RecordedNodeError``)."""
-    handler = task.node.error_handler if task.node is not None else None
-    if handler is None or handler not in graph.nodes:
-        return  # the graph changed since: the node runs again
-    exc = RecordedNodeError(str(error.get("message", "")), str(error.get("type", "")))
-    task.failure = NodeError(task.name, exc)
-    task.name = handler
-    task.node = graph.nodes[handler]
-
-
-def lone_task(loop: RunLoop, name: str, remaining: int) -> Task:
-    """The task of a step whose only task is node ``name``, triggered by edges, in a run
-    whose task ids are not hashed (no checkpointer, no namespace): ``make_tasks``'s
-    general loop gives the same ``Task`` (index 0, id ``"<step>:0"``)."""
-    node = loop.graph.nodes[name]
-    values = loop.values
-    if loop.graph.managed:
-        values = with_managed(values, loop.graph.managed, remaining)
-    if node.build_input is not None and node.input_keys is not None:  # set together
-        keys = node.input_keys
-        state = node.build_input({k: v for k, v in values.items() if k in keys})
-    elif loop.graph.dict_state:
-        state = dict(values)
-    else:
-        state = loop.graph.build_state(dict(values))
-    return Task(name, node, state, f"{loop.step}:0", 0, remaining)
+    ctx.failure = task.failure
+    if task.pushed:
+        ctx.packet = task.packet
+    return ctx
 
 
 async def run_task(loop: RunLoop, task: Task) -> TaskResult:
@@ -233,25 +173,12 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     node = task.node
     if node is None:
         raise RuntimeError("virtual task cannot run")
-    modes = loop.modes
-    # positional, in the order of TaskContext's fields: this runs per task
-    ctx = TaskContext(
-        task.name, loop.step, task.id, loop.config, loop.emit, modes, task.remaining,
-        loop.namespace, task.resume or _NO_RESUME, 0, loop.context,
-        loop.message_ids if "messages" in modes else None,
-        loop.blocking_ok and loop.inline_sync, task.index, loop,
-    )
+    ctx, debug = begin_task(loop, task)
     attempt = 0
-    debug = _announce(loop, task, ctx)  # the sink of debug events
     # A plain node (no subgraph, no injected arguments) is called right here, a coroutine
     # layer less than _call: awaited if async, else inline when _call would (or a worker).
     is_async = node.is_async
-    here = node.subgraph is None and not (
-        node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error
-    ) and (is_async or (loop.blocking_ok and loop.inline_sync))
-    ctx.failure = task.failure
-    if task.pushed:
-        ctx.packet = task.packet
+    here = plain_node(node) and (is_async or (loop.blocking_ok and loop.inline_sync))
     if node.wants_runtime:
         ctx.first_attempt_time = time.time()
     while True:
@@ -269,35 +196,69 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 result = await call_node(loop, task, node, ctx)
             break
         except ParentCommand as pc:  # from a graph invoked in the node: it routes here
-            result = Command(update=pc.command.update, goto=pc.command.goto)
+            result = parent_route(pc)
             break
         except (GraphInterrupt, GraphDrained, asyncio.CancelledError) as exc:
-            raise _stopped(task.name, exc)  # noqa: B904 - _stopped keeps the cause
+            raise stopped(task.name, exc)  # noqa: B904 - stopped keeps the cause
         except Exception as exc:
             if not await _waited_to_retry(loop, task, exc, attempt, debug):
                 if node.error_handler is None:
                     raise
                 return await _to_handler(loop, task, node.error_handler, exc)
+    return task_output(loop, task, ctx, result, debug)
+
+
+def plain_node(node: NodeSpec) -> bool:
+    """Whether ``node`` is called with its input alone: no subgraph, no injected
+    ``config``, ``runtime``, ``writer`` or ``error`` argument."""
+    return node.subgraph is None and not (
+        node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error)
+
+
+def parent_route(pc: ParentCommand) -> Command:
+    """What a node returns when a graph invoked in it sent a ``Command`` to its parent."""
+    return Command(update=pc.command.update, goto=pc.command.goto)
+
+
+def task_output(
+    loop: RunLoop, task: Task, ctx: TaskContext | None, result: Any, debug: Emit | None
+) -> TaskResult:
+    """What the node of ``task`` returned (``result``), as its writes and routes, with
+    the messages and ``debug`` events a task's end streams (``ctx``: the task's
+    context, needed only in ``messages`` mode).
+
+    Raises:
+        InvalidUpdateError: ``result`` writes a key the state lacks (or is no update).
+    """
     if type(result) is dict and not loop.graph.root_state:  # the usual return: two calls less
         writes: list[tuple[str, Any]] = []
         add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
-        out = TaskResult(writes, [])
+        out = TaskResult(writes, ())
     else:
         writes, goto = writes_of(loop.graph, task.name, result, loop.step)
         out = TaskResult(writes, goto)
-    if ctx.streamed_ids is not None and loop.emit is not None:
+    if ctx is not None and ctx.streamed_ids is not None and loop.emit is not None:
         emit_unstreamed_messages(loop, ctx, writes)
     if debug is not None:
         debug_event(debug, "task_result", loop.step, task, "result", task_result(writes))
     return out
 
 
-def _announce(loop: RunLoop, task: Task, ctx: TaskContext) -> Emit | None:
+def task_failed(loop: RunLoop, task: Task, exc: Exception, debug: Emit | None) -> Exception:
+    """``exc`` (the node of ``task`` raised it and will not retry) noted with the node and
+    step, its ``debug`` event sent; ``run_task`` does this before it raises."""
+    add_node_note(exc, task.name, loop.step)
+    if debug is not None:
+        debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+    return exc
+
+
+def announce_task(loop: RunLoop, task: Task) -> Emit | None:
     """What a task's start streams (its input messages counted as sent, the ``debug``
     and ``tasks`` start events); returns the ``debug`` sink, None when not streamed."""
     modes = loop.modes
-    if ctx.streamed_ids is not None and loop.graph.message_keys:
-        see_input_messages(ctx.streamed_ids, loop.graph.message_keys, task.input)
+    if "messages" in modes and loop.graph.message_keys:
+        see_input_messages(loop.message_ids, loop.graph.message_keys, task.input)
     debug = loop.emit if "debug" in modes else None
     if debug is not None:
         debug_event(debug, "task", loop.step, task, "input", task.input)
@@ -314,7 +275,7 @@ def _emit_task_start(loop: RunLoop, task: Task) -> None:
                             "triggers": triggers})
 
 
-def _stopped(node: str, exc: BaseException) -> BaseException:
+def stopped(node: str, exc: BaseException) -> BaseException:
     """What ``run_task`` raises for a pause or a cancellation out of node ``node``: the
     same, except a ``CancelledError`` the node raised itself (its task is not being
     cancelled), which fails the run as ``NodeCancelledError``, as in LangGraph."""
@@ -347,9 +308,7 @@ async def _waited_to_retry(
     node = task.node
     delay = None if node is None else _retry_delay(node, exc, attempt)
     if delay is None:
-        add_node_note(exc, task.name, loop.step)
-        if debug is not None:
-            debug_event(debug, "task_result", loop.step, task, "error", repr(exc))
+        task_failed(loop, task, exc, debug)
         return False
     if loop.blocking_ok and loop.inline_sync:  # a lone task of a sync run
         time.sleep(delay)  # as LangGraph's sync runs wait between attempts

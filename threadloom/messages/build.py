@@ -173,10 +173,10 @@ def _plain(kind: str) -> Callable[[BaseModel, dict[str, Any]], bool]:
     return init
 
 
-def _ai(obj: BaseModel, kwargs: dict[str, Any]) -> bool:
+def _ai(obj: BaseModel, kwargs: dict[str, Any], kind: str = "ai") -> bool:
     if not _AI_KEYS.issuperset(kwargs):
         return False
-    data = _common(kwargs, "ai")
+    data = _common(kwargs, kind)
     if data is None:
         return False
     calls = kwargs.get("tool_calls")
@@ -204,8 +204,18 @@ def _ai(obj: BaseModel, kwargs: dict[str, Any]) -> bool:
     data["usage_metadata"] = None
     data["reasoning_content"] = reasoning
     data["refusal"] = refusal
+    if kind != "ai":  # a chunk: its own last field (tool-call chunks go to pydantic)
+        data["tool_call_chunks"] = []
     _fill(obj, data, kwargs)
     return True
+
+
+def _ai_chunk(obj: BaseModel, kwargs: dict[str, Any]) -> bool:
+    """``AIMessageChunk``'s: a streamed piece of text (or reasoning, or refusal), the
+    usual token chunk; one with tool calls or their chunks is validated by pydantic."""
+    if "tool_calls" in kwargs:
+        return False
+    return _ai(obj, kwargs, "AIMessageChunk")
 
 
 def _tool(obj: BaseModel, kwargs: dict[str, Any]) -> bool:
@@ -225,16 +235,20 @@ def _tool(obj: BaseModel, kwargs: dict[str, Any]) -> bool:
     return True
 
 
-def fast_inits(ai: type, tool: type, plain: dict[type, str]) -> dict[type, Any]:
+def fast_inits(ai: type, tool: type, plain: dict[type, str],
+               ai_chunk: type | None = None) -> dict[type, Any]:
     """The fast constructors by class: ``{cls: init(obj, kwargs) -> bool}``.
 
     Args:
         ai: the ``AIMessage`` class.
         tool: the ``ToolMessage`` class.
         plain: classes with only the base fields, mapped to their ``type`` value.
+        ai_chunk: the ``AIMessageChunk`` class (its text chunks), if any.
     """
     inits: dict[type, Any] = {cls: _plain(kind) for cls, kind in plain.items()}
     inits[ai] = _ai
+    if ai_chunk is not None:
+        inits[ai_chunk] = _ai_chunk
     inits[tool] = _tool
     return inits
 

@@ -263,7 +263,7 @@ AnyMessage = Annotated[
 
 
 _FAST_INITS.update(fast_inits(AIMessage, ToolMessage, {
-    HumanMessage: "human", SystemMessage: "system"}))
+    HumanMessage: "human", SystemMessage: "system"}, AIMessageChunk))
 
 _ROLE_CLASSES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
