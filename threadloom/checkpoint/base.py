@@ -17,6 +17,7 @@ sync method in a worker thread so the event loop never blocks.
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
@@ -300,3 +301,23 @@ class BaseCheckpointer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@functools.cache
+def _fuses(kind: type) -> bool:
+    owner = next((k for k in kind.__mro__ if "put_with_writes" in k.__dict__), None)
+    if owner is None:
+        return False
+    for name in ("put", "aput", "put_writes", "aput_writes"):
+        defining = next(k for k in kind.__mro__ if name in k.__dict__)
+        if defining is not owner and issubclass(defining, owner):
+            return False  # a subclass overrides it below the fused save
+    return True
+
+
+def fuses_writes(cp: Any) -> bool:
+    """Whether the engine may save a step's checkpoint and its lone task's writes with
+    ``put_with_writes``: the checkpointer has it, and no subclass overrides ``put``,
+    ``aput``, ``put_writes`` or ``aput_writes`` below it (an override must be called,
+    as LangGraph calls them)."""
+    return _fuses(type(cp))  # type: ignore[arg-type]

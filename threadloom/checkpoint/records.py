@@ -343,3 +343,32 @@ def name_checkpoint(exc: CheckpointError, row: CkRow) -> CheckpointError:
     if where not in getattr(exc, "__notes__", ()):
         exc.add_note(where)
     return exc
+
+
+def row_record(codec: Codec, row: CkRow) -> tuple[Checkpoint, dict[str, Ref]]:
+    """The checkpoint (values still empty) and blob refs of a stored row's record.
+
+    Raises:
+        SerializationError: the record is not one threadloom wrote (bytes that are not
+            codec JSON, or JSON of another shape); a note names the checkpoint.
+    """
+    return _decoding("record", row, decode_record, codec, row.checkpoint_id,  # type: ignore[no-any-return]
+                     row.record)
+
+
+def row_metadata(codec: Codec, row: CkRow) -> dict[str, Any]:
+    """A stored row's metadata; raises ``SerializationError`` like ``row_record``."""
+    meta = _decoding("metadata", row, decode_metadata, codec, row.metadata)
+    if type(meta) is not dict:  # JSON of another shape
+        raise name_checkpoint(bad_shape("metadata"), row)
+    return meta
+
+
+def _decoding(part: str, row: CkRow, decode: Any, *args: Any) -> Any:
+    try:
+        return decode(*args)
+    except CheckpointError as exc:
+        name_checkpoint(exc, row)
+        raise
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise name_checkpoint(bad_shape(part), row) from exc

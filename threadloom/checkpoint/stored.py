@@ -39,11 +39,11 @@ from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
 from threadloom.checkpoint.records import (
     FORGED,
     bad_shape,
-    decode_metadata,
-    decode_record,
     encode_metadata,
     encode_record,
     name_checkpoint,
+    row_metadata,
+    row_record,
 )
 from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
@@ -305,32 +305,12 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             return tx.count_checkpoints(thread_id, ns) if self.keep_latest else 0
 
     def _decode_record(self, row: CkRow) -> tuple[Checkpoint, dict[str, Ref]]:
-        """The checkpoint (values still empty) and blob refs of ``row``'s record.
-
-        Raises:
-            SerializationError: the record is not one threadloom wrote (bytes that are
-                not codec JSON, or JSON of another shape); a note names the checkpoint.
-        """
-        try:
-            return decode_record(self.codec, row.checkpoint_id, row.record)
-        except CheckpointError as exc:
-            name_checkpoint(exc, row)
-            raise
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise name_checkpoint(bad_shape("record"), row) from exc
+        """See ``records.row_record``."""
+        return row_record(self.codec, row)
 
     def _decode_metadata(self, row: CkRow) -> dict[str, Any]:
-        """``row``'s metadata; raises ``SerializationError`` like ``_decode_record``."""
-        try:
-            meta = decode_metadata(self.codec, row.metadata)
-            if type(meta) is not dict:
-                raise TypeError(f"metadata is a {type(meta).__name__}, not a dict")
-            return meta
-        except CheckpointError as exc:
-            name_checkpoint(exc, row)
-            raise
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise name_checkpoint(bad_shape("metadata"), row) from exc
+        """See ``records.row_metadata``."""
+        return row_metadata(self.codec, row)
 
     def _check_base(self, tx: Tx, thread_id: str, ns: str, blob: NewBlob) -> NewBlob:
         base = blob.row.base
@@ -406,3 +386,4 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         """Every thread id with at least one checkpoint, sorted."""
         with self._tx(False) as tx:
             return tx.thread_ids()
+

@@ -20,6 +20,7 @@ from threadloom.checkpoint.base import (
     RESUME,
     SCHEDULED,
     Checkpoint,
+    fuses_writes,
     make_config,
     new_checkpoint_id_ts,
 )
@@ -126,7 +127,7 @@ class Persistence:
         if len(args) == 4:
             return cp.put(*args)  # type: ignore[no-any-return]
         try:
-            if hasattr(cp, "put_with_writes"):
+            if fuses_writes(cp):
                 return cp.put_with_writes(*args)  # type: ignore[no-any-return]
             cp.put_writes(args[0], args[4], args[5])
         except SerializationError:
@@ -347,7 +348,7 @@ class Persistence:
     async def _put_now(self, args: tuple[Any, ...]) -> None:
         config = None
         try:  # as _put_sync
-            if len(args) == 4 or hasattr(self.cp, "put_with_writes"):
+            if len(args) == 4 or fuses_writes(self.cp):
                 config = await self.cp_call("put" if len(args) == 4 else "put_with_writes",
                                             *args)
             else:

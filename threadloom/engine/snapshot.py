@@ -97,9 +97,10 @@ def saved_tasks(
     ``pending`` writes tell: its error, interrupts, and (once finished) its result, its
     writes to the output ``keys``."""
     if not pending:  # the usual checkpoint of history: nothing saved for its next step
-        return [StateTask(task_id(cid, step, index, name), name,
-                          (PULL, name) if index < pulled else (PUSH, index - pulled),
+        made = [StateTask(task_id(cid, step, index, name), name,
+                          (PULL, name) if index < pulled else (PUSH, index - pulled, False),
                           None, (), None, None) for index, name in enumerate(names)]
+        return made[pulled:] + made[:pulled] if pulled < len(made) else made
     errors: dict[str, str] = {}
     interrupts: dict[str, tuple[Interrupt, ...]] = {}
     written: dict[str, list[tuple[str, Any]]] = {}
