@@ -100,3 +100,29 @@ def test_an_update_keeps_the_task_of_a_completed_join_and_drops_plain_edges() ->
     # the join's barrier is still complete; after_two's plain edge lasted one step
     assert app.get_state(cfg).next == ("join",)
     assert app.invoke(None, cfg)["x"][-2:] == ["u", "join"]
+
+
+def test_a_tool_call_sent_as_a_packet_is_saved_and_read_back_as_its_dict() -> None:
+    # tool calls read as Haystack's ToolCall too; in a Send's arg they store as the dict
+    from threadloom import AIMessage, MessagesState
+
+    ai = AIMessage("", tool_calls=[{"name": "foo", "args": {"hi": [1, 2]}, "id": "c1"}])
+    seen = []
+
+    def route(state: MessagesState) -> list[Send]:
+        return [Send("foo", call) for call in state["messages"][-1].tool_calls]
+
+    def foo(call: dict) -> dict:
+        seen.append(call)
+        return {"messages": []}
+
+    b = StateGraph(MessagesState)
+    b.add_node("agent", lambda s: {"messages": [ai]})
+    b.add_node("foo", foo)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", route)
+    app = b.compile(checkpointer=InMemoryCheckpointer(), interrupt_before=["foo"])
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"messages": [("user", "hi")]}, cfg)
+    app.invoke(None, cfg)
+    assert seen == [{"name": "foo", "args": {"hi": [1, 2]}, "id": "c1", "type": "tool_call"}]

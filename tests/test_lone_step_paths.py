@@ -112,7 +112,7 @@ def _strip_ids(event: Any) -> Any:
     if isinstance(event, tuple) and event[0] == "debug":
         payload = dict(event[1]["payload"])
         payload.pop("id")
-        return ("debug", {**event[1], "payload": payload})
+        return ("debug", {**event[1], "payload": payload, "timestamp": None})
     return event
 
 

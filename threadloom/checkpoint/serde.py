@@ -56,6 +56,7 @@ from threadloom.checkpoint.serde_messages import message_tree
 from threadloom.checkpoint.serde_read import ENCRYPTED_PREFIX, CodecReader
 from threadloom.checkpoint.typereg import TypeRegistry, is_message_class, qualified_name
 from threadloom.errors import SerializationError
+from threadloom.messages.spellings import ToolCallView
 from threadloom.types import Command, Interrupt, Overwrite, Send
 
 _JSON_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -303,6 +304,8 @@ class Codec(CodecReader):
             return lambda v: {TAG: tag, "v": self._sorted(self._enc_list(list(v)))}
         if t is tuple:
             return lambda v: {TAG: "tup", "v": self._enc_list(list(v))}
+        if t is ToolCallView:  # a tool call that also reads as Haystack's: its plain dict
+            return lambda v: self._enc_dict(dict(v))
         if is_message_class(t):
             from threadloom.messages import message_to_dict  # resolved once per type
 

@@ -46,7 +46,7 @@ def _debug_text(event: dict[str, Any]) -> str:
     where = f"super-step {event.get('step')} task {payload.get('name')}"
     if kind == "task":
         return f"{where} starts, input {_short(dumps(payload.get('input'), indent=None), 300)}"
-    if kind == "task_result" and "error" in payload:
+    if kind == "task_result" and payload.get("error") is not None:
         return f"{where} failed: {_short(payload['error'], 300)}"
     if kind == "task_result":
         return f"{where} returned {_short(dumps(payload.get('result'), indent=None), 300)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.checkpoint.base import make_config, shown_metadata
+from threadloom.checkpoint.base import checkpoint_ts, make_config, shown_metadata
 from threadloom.engine.replay import with_checkpoint_map
 from threadloom.engine.routing import Planned
 from threadloom.engine.tasks import task_id
@@ -44,4 +44,5 @@ def emit_checkpoint(
         if "checkpoints" in modes:
             loop.emit("checkpoints", event)
         if "debug" in modes:
-            loop.emit("debug", {"type": "checkpoint", "step": loop.step, "payload": event})
+            loop.emit("debug", {"type": "checkpoint", "timestamp": checkpoint_ts(cid),
+                                "step": loop.step, "payload": event})

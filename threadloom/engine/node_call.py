@@ -8,6 +8,7 @@ awaited, a sync one inline or in a worker thread, with the arguments it asked fo
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.runtime import _TASK, Emit, TaskContext, _noop, task_runtime
@@ -19,11 +20,26 @@ if TYPE_CHECKING:
     from threadloom.engine.tasks import Task
 
 
+def task_triggers(task: Task) -> tuple[str, ...]:
+    """What triggered ``task``, as LangGraph names it: ``("__pregel_push",)`` for a
+    ``Send``'s, else ``("branch:to:<node>",)``."""
+    return ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
+
+
 def debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any) -> None:
-    """A ``debug`` stream event about a task: ``kind`` is ``task`` (it starts, ``key``
-    ``"input"``) or ``task_result`` (``"result"`` or ``"error"``)."""
-    payload = {"id": task.id, "name": task.name, key: value}
-    debug("debug", {"type": kind, "step": step, "payload": payload})
+    """A ``debug`` stream event about a task, as LangGraph's: ``{"type", "timestamp",
+    "step", "payload"}``; ``kind`` is ``task`` (it starts: ``key`` ``"input"``; the
+    payload ``{id, name, input, triggers}``) or ``task_result`` (``key`` ``"result"``
+    or ``"error"``; the payload ``{id, name, error, result, interrupts}``)."""
+    if kind == "task":
+        payload = {"id": task.id, "name": task.name, "input": value,
+                   "triggers": task_triggers(task)}
+    else:
+        failed = key == "error"
+        payload = {"id": task.id, "name": task.name, "error": value if failed else None,
+                   "result": {} if failed else value, "interrupts": []}
+    debug("debug", {"type": kind, "timestamp": datetime.now(UTC).isoformat(),
+                    "step": step, "payload": payload})
 
 
 async def call_node(loop: RunLoop, task: Task, node: NodeSpec, ctx: TaskContext) -> Any:

@@ -19,6 +19,7 @@ from threadloom.engine.node_call import (
     debug_event,
     emit_unstreamed_messages,
     see_input_messages,
+    task_triggers,
 )
 from threadloom.engine.runtime import (
     _TASK,
@@ -270,9 +271,8 @@ def announce_task(loop: RunLoop, task: Task) -> Emit | None:
 def _emit_task_start(loop: RunLoop, task: Task) -> None:
     """The ``tasks`` stream mode's event of a task that starts, as LangGraph."""
     if loop.emit is not None:
-        triggers = ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
         loop.emit("tasks", {"id": task.id, "name": task.name, "input": task.input,
-                            "triggers": triggers})
+                            "triggers": task_triggers(task)})
 
 
 def stopped(node: str, exc: BaseException) -> BaseException:
