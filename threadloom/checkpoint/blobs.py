@@ -266,6 +266,7 @@ class BlobLayer:
         chain: dict[str, BlobRow] | None = None
         cur_bid, cur = bid, row
         base: _Tip | None = None
+        walked: list[tuple[str, BlobRow]] = []  # the deltas passed, nearest first
         while cur.base is not None:
             parts.append(cur.data)
             with self._lock:
@@ -286,6 +287,7 @@ class BlobLayer:
                     f"{thread_id!r}) loops back on itself: threadloom did not write it"
                 )
             cur_bid, cur = cur.base, nxt
+            walked.append((cur_bid, cur))
         if base is None:
             value = loads(cur.data)
             if cur.n < 0:
@@ -302,6 +304,14 @@ class BlobLayer:
             if type(tail) is not list:
                 raise CheckpointError(f"delta of channel {channel!r} is not a list")
             value.extend(tail)
+        # an older value is a prefix of this one: its nearest ancestors share the list, so
+        # reading a history newest first walks a long chain once per half cache, not each time
+        keep = walked[:self._values.size // 2]
+        with self._lock:
+            for abid, arow in reversed(keep):
+                if arow.n >= 0 and (thread_id, ns, channel, abid) not in self._values.data:
+                    self._values.put((thread_id, ns, channel, abid),
+                                     _Tip(abid, value, arow.snap, arow.chain, arow.n))
         self._remember(thread_id, ns, channel, _Tip(bid, value, row.snap, row.chain, len(value)))
         return value
 
