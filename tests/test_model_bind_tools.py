@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from threadloom import (
     AIMessage,
     AIMessageChunk,
@@ -92,3 +94,13 @@ def test_a_calls_own_arguments_win_and_bindings_chain() -> None:
     assert bound.kwargs == {"tools": [get_weather], "tool_choice": "required"}
     assert bound.supports_tools is True and bound.name == llm.bound_model.name  # its own
     assert isinstance(llm.invoke("hi"), AIMessage)
+
+
+def test_the_local_model_binds_too_and_caps_its_replies() -> None:
+    local = pytest.importorskip("threadloom.models.local")
+    model = local.LocalChatModel()  # nothing loads until the first call
+    assert model.generation_kwargs["max_tokens"] == local.DEFAULT_MAX_TOKENS == 512
+    assert local.LocalChatModel(max_tokens=None).generation_kwargs["max_tokens"] is None
+    bound = model.bind_tools([get_weather])
+    assert isinstance(bound, BoundChatModel) and bound.kwargs["tools"] == [get_weather]
+    assert model.with_structured_output(dict).method == "function_calling"

@@ -25,8 +25,7 @@ from threadloom.messages import (
     BaseMessage,
     convert_to_messages,
 )
-from threadloom.models.bound import BoundChatModel
-from threadloom.models.structured_output import StructuredChatModel
+from threadloom.models.bound import Bindings
 from threadloom.models.tool_calls import (
     MAX_TOOL_CALLS,
     ChunkAccumulator,
@@ -93,7 +92,7 @@ class ChatModel(Protocol):
                 **kwargs: Any) -> AsyncIterator[AIMessageChunk]: ...
 
 
-class BaseChatModel:
+class BaseChatModel(Bindings):
     """Implements the ``ChatModel`` entry points once; subclasses provide the hooks.
 
     Hooks (``msgs`` is a list of ``BaseMessage``; ``tools`` a list of OpenAI tool dicts or
@@ -147,30 +146,6 @@ class BaseChatModel:
 
     def _accumulator(self) -> ChunkAccumulator:
         return ChunkAccumulator(max_tool_calls=self.max_tool_calls, where=self._where())
-
-    # -- LangChain's bindings -------------------------------------------------------------
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
-                   **kwargs: Any) -> BoundChatModel:
-        """This model with ``tools`` (and ``tool_choice``, other call arguments) given to
-        every call, as LangChain's ``bind_tools``; ``model.invoke(messages, tools=...)``
-        is the same call. Returns a ``BoundChatModel``."""
-        return BoundChatModel(self, {"tools": list(tools)}).bind(tool_choice=tool_choice,
-                                                                  **kwargs)
-
-    def bind(self, **kwargs: Any) -> BoundChatModel:
-        """This model with ``kwargs`` given to every call, as LangChain's ``bind``."""
-        return BoundChatModel(self, {}).bind(**kwargs)
-
-    def with_structured_output(self, schema: Any, *, method: str | None = None,
-                               include_raw: bool = False, **_: Any) -> StructuredChatModel:
-        """This model answering with ``schema`` values (a pydantic class: instances; a
-        ``TypedDict`` or JSON-schema dict: dicts), as LangChain's
-        ``with_structured_output``; see ``threadloom.models.structured_output``.
-
-        Raises:
-            ValueError: an unknown ``method``.
-        """
-        return StructuredChatModel(self, schema, method=method, include_raw=include_raw)
 
     # -- entry points ---------------------------------------------------------------------
     @staticmethod

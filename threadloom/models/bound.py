@@ -15,7 +15,38 @@ from typing import Any
 from threadloom.messages.types import AIMessage, AIMessageChunk
 
 
-class BoundChatModel:
+class Bindings:
+    """LangChain's ``bind_tools`` / ``bind`` / ``with_structured_output`` for any model
+    class with ``invoke``/``ainvoke``/``stream``/``astream`` taking ``tools=`` and
+    keyword arguments (``BaseChatModel``, ``LocalChatModel``)."""
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
+                   **kwargs: Any) -> BoundChatModel:
+        """This model with ``tools`` (and ``tool_choice``, other call arguments) given to
+        every call, as LangChain's ``bind_tools``; ``model.invoke(messages, tools=...)``
+        is the same call. Returns a ``BoundChatModel``."""
+        return BoundChatModel(self, {"tools": list(tools)}).bind(tool_choice=tool_choice,
+                                                                  **kwargs)
+
+    def bind(self, **kwargs: Any) -> BoundChatModel:
+        """This model with ``kwargs`` given to every call, as LangChain's ``bind``."""
+        return BoundChatModel(self, {}).bind(**kwargs)
+
+    def with_structured_output(self, schema: Any, *, method: str | None = None,
+                               include_raw: bool = False, **_: Any) -> Any:
+        """This model answering with ``schema`` values (a pydantic class: instances; a
+        ``TypedDict`` or JSON-schema dict: dicts), as LangChain's
+        ``with_structured_output``; see ``threadloom.models.structured_output``.
+
+        Raises:
+            ValueError: an unknown ``method``.
+        """
+        from threadloom.models.structured_output import StructuredChatModel
+
+        return StructuredChatModel(self, schema, method=method, include_raw=include_raw)
+
+
+class BoundChatModel(Bindings):
     """``model`` with ``bound`` keyword arguments (``tools``, ``tool_choice``,
     ``response_format``, generation settings) added to every call.
 
@@ -45,14 +76,6 @@ class BoundChatModel:
     def bind(self, **kwargs: Any) -> BoundChatModel:
         """These bindings plus ``kwargs`` (later bindings win)."""
         return BoundChatModel(self.bound_model, self._args(kwargs))
-
-    def with_structured_output(self, schema: Any, *, method: str | None = None,
-                               include_raw: bool = False, **_: Any) -> Any:
-        """The bound model answering with ``schema`` values (see
-        ``BaseChatModel.with_structured_output``)."""
-        from threadloom.models.structured_output import StructuredChatModel
-
-        return StructuredChatModel(self, schema, method=method, include_raw=include_raw)
 
     def invoke(self, messages: Any, **kwargs: Any) -> AIMessage:
         """The model's ``invoke`` with the bound arguments."""

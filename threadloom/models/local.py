@@ -29,6 +29,7 @@ from threadloom.errors import ModelError
 from threadloom.messages import AIMessage, AIMessageChunk
 
 # The file store's names are re-exported (``x as x`` where unused) so older imports work.
+from threadloom.models.bound import Bindings
 from threadloom.models.local_store import _CHUNK as _CHUNK
 from threadloom.models.local_store import DEFAULT_MODEL as DEFAULT_MODEL
 from threadloom.models.local_store import (
@@ -114,7 +115,11 @@ def _stop_all() -> None:
 
 
 # -- the chat model ------------------------------------------------------------------------
-class LocalChatModel:
+DEFAULT_MAX_TOKENS = 512
+"""The reply length cap a ``LocalChatModel`` gets unless given ``max_tokens``."""
+
+
+class LocalChatModel(Bindings):
     """A chat model served by llama.cpp in this process, spoken to via `OpenAIChatModel`.
 
     The server starts on first use (about 1 s for SmolLM2) and is shared by every
@@ -137,7 +142,9 @@ class LocalChatModel:
             last user message only a final answer is allowed (small models otherwise
             repeat the same call); None never forces one.
         **generation_kwargs: defaults for every call (`temperature`, `max_tokens`,
-            `seed`...); per-call keyword arguments win.
+            `seed`...); per-call keyword arguments win. `max_tokens` defaults to
+            `DEFAULT_MAX_TOKENS` (512): a small model may otherwise generate until its
+            context window is full (minutes on a CPU); pass `max_tokens=None` for no cap.
 
     Raises:
         ModelError: at once, when `model_path` is neither a known name nor a path (the
@@ -169,6 +176,7 @@ class LocalChatModel:
         self.chat_template = chat_template
         self.tool_calling = tool_calling
         self.max_tool_rounds = max_tool_rounds
+        generation_kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         self.generation_kwargs = generation_kwargs
         self._lock = threading.Lock()
         self._key: tuple | None = None
