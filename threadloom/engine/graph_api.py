@@ -90,6 +90,10 @@ class GraphApi:
 
     builder: Any
     bound_config: dict[str, Any] = {}  # noqa: RUF012 - replaced, never mutated
+    #: Seconds a super-step may take (set on the compiled graph, as LangGraph's
+    #: ``graph.step_timeout = 1``); past it the step's running tasks are cancelled and the
+    #: run raises ``TimeoutError``. None: no limit.
+    step_timeout: float | None = None
 
     def get_input_jsonschema(self, config: Any = None) -> dict[str, Any]:
         """The JSON schema of the graph's input (its ``input_schema``)."""

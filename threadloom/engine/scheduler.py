@@ -239,7 +239,8 @@ class RunLoop(Persistence):
         """Run a step's tasks concurrently; a lone task that still has to run runs inline
         (a sync node then runs on the calling thread of a sync run, unless it streams
         ``custom``/``messages`` chunks, which must reach the consumer live)."""
-        if len(tasks) != 1 or tasks[0].result is not None or tasks[0].held is not None:
+        if (len(tasks) != 1 or tasks[0].result is not None or tasks[0].held is not None
+                or self.graph.step_timeout is not None):
             return await self._run_tasks(tasks)
         task = tasks[0]
         self.inline_sync = self.inline_lone

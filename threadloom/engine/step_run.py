@@ -52,7 +52,7 @@ async def run_many(loop: RunLoop, todo: list[Task], *, record: bool) -> None:
         Exception: the first failed task's error, in task order (after every failed
             task's error is saved).
     """
-    if len(todo) > 1 and all(_batchable(t) for t in todo):
+    if len(todo) > 1 and loop.graph.step_timeout is None and all(_batchable(t) for t in todo):
         errors = await _as_a_batch(loop, todo, record)
     else:
         errors = await _each_in_a_task(loop, todo, record)
@@ -104,8 +104,10 @@ async def _each_in_a_task(
         running = [asyncio.ensure_future(one(t)) for t in todo]
     for fut in running:  # no task's error goes unretrieved, whatever ends the wait
         fut.add_done_callback(retrieve)
+    timeout = loop.graph.step_timeout
     try:
-        done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
+        done, pending = await asyncio.wait(running, timeout=timeout,
+                                           return_when=asyncio.FIRST_EXCEPTION)
     except BaseException:
         for fut in running:
             fut.cancel()
@@ -115,6 +117,9 @@ async def _each_in_a_task(
         fut.cancel()
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
+        if timeout is not None and not any(f.exception() for f in done if not f.cancelled()):
+            raise TimeoutError(f"super-step {loop.step} took longer than the graph's "
+                               f"step_timeout ({timeout} s); its running tasks were cancelled")
     return [  # of the tasks that failed on their own (not those cancelled here)
         (task, fut.exception())  # type: ignore[misc]
         for task, fut in zip(todo, running, strict=True)
