@@ -126,3 +126,27 @@ def test_a_tool_call_sent_as_a_packet_is_saved_and_read_back_as_its_dict() -> No
     app.invoke({"messages": [("user", "hi")]}, cfg)
     app.invoke(None, cfg)
     assert seen == [{"name": "foo", "args": {"hi": [1, 2]}, "id": "c1", "type": "tool_call"}]
+
+
+def test_a_deferred_node_stays_next_after_an_update_and_join_triggers_are_named() -> None:
+    b = StateGraph(S)
+    for name in ("a", "b", "late"):
+        b.add_node(name, lambda s, n=name: {"x": [n]})
+    b.add_node("qa", lambda s: {"x": ["qa"]}, defer=True)
+    b.add_edge(START, "a")
+    b.add_edge(START, "b")
+    b.add_edge("a", "late")
+    b.add_edge(["a", "b"], "qa")
+    app = b.compile(checkpointer=InMemoryCheckpointer(), interrupt_before=["qa"])
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"x": []}, cfg)
+    assert app.get_state(cfg).next == ("qa",)
+    app.update_state(cfg, {"x": ["u"]})  # applied as "late", which leads nowhere
+    assert app.get_state(cfg).next == ("qa",)  # the deferred node still waits to run
+    assert app.invoke(None, cfg)["x"][-1] == "qa"
+    # LangGraph's node triggers: the node's branch channel and each join into it
+    events = list(b.compile().stream({"x": []}, stream_mode="debug"))
+    triggers = {e["payload"]["name"]: e["payload"]["triggers"] for e in events
+                if e["type"] == "task"}
+    assert triggers == {"a": ("branch:to:a",), "b": ("branch:to:b",),
+                        "late": ("branch:to:late",), "qa": ("branch:to:qa", "join:a+b:qa")}

@@ -163,10 +163,11 @@ def _with_joined(graph: CompiledGraph, saved: CheckpointTuple | None, planned: P
     """``planned`` plus the saved next tasks that a completed join (``add_edge([a, b], c)``)
     triggered: as in LangGraph, an update drops the pending tasks of plain edges and Sends
     (their channels last one step) but not those of a join, whose barrier stays complete
-    until its node runs."""
-    if saved is None or not graph.join_index:
+    until its node runs, nor a deferred node's (``defer=True``), which waits to run."""
+    if saved is None or not (graph.join_index or graph.deferred):
         return planned
     joined = {target for entries in graph.join_index.values() for target, _, _ in entries}
+    joined.update(name for name, spec in graph.builder.nodes.items() if spec.defer)
     kept = [t for t in saved.checkpoint["next"]
             if isinstance(t, str) and t in joined and t not in planned.tasks]
     if not kept:

@@ -20,20 +20,30 @@ if TYPE_CHECKING:
     from threadloom.engine.tasks import Task
 
 
-def task_triggers(task: Task) -> tuple[str, ...]:
-    """What triggered ``task``, as LangGraph names it: ``("__pregel_push",)`` for a
-    ``Send``'s, else ``("branch:to:<node>",)``."""
-    return ("__pregel_push",) if task.pushed else ("branch:to:" + task.name,)
+def task_triggers(graph: Any, task: Task) -> tuple[str, ...]:
+    """What may trigger ``task``, as LangGraph names its node's triggers:
+    ``("__pregel_push",)`` for a ``Send``'s, else ``"branch:to:<node>"`` and one
+    ``"join:<a>+<b>:<node>"`` per join into the node (``add_edge([a, b], node)``)."""
+    if task.pushed:
+        return ("__pregel_push",)
+    cache = graph.__dict__.setdefault("_node_triggers", {})
+    found: tuple[str, ...] | None = cache.get(task.name)
+    if found is None:
+        joins = sorted(graph.builder.joins.get(task.name, ()))
+        found = cache[task.name] = ("branch:to:" + task.name,
+                                    *(f"join:{'+'.join(g)}:{task.name}" for g in joins))
+    return found
 
 
-def debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any) -> None:
+def debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any,
+                triggers: tuple[str, ...] = ()) -> None:
     """A ``debug`` stream event about a task, as LangGraph's: ``{"type", "timestamp",
     "step", "payload"}``; ``kind`` is ``task`` (it starts: ``key`` ``"input"``; the
-    payload ``{id, name, input, triggers}``) or ``task_result`` (``key`` ``"result"``
-    or ``"error"``; the payload ``{id, name, error, result, interrupts}``)."""
+    payload ``{id, name, input, triggers}``, ``task_triggers``) or ``task_result``
+    (``key`` ``"result"`` or ``"error"``; the payload ``{id, name, error, result,
+    interrupts}``)."""
     if kind == "task":
-        payload = {"id": task.id, "name": task.name, "input": value,
-                   "triggers": task_triggers(task)}
+        payload = {"id": task.id, "name": task.name, "input": value, "triggers": triggers}
     else:
         failed = key == "error"
         payload = {"id": task.id, "name": task.name, "error": value if failed else None,

@@ -262,7 +262,8 @@ def announce_task(loop: RunLoop, task: Task) -> Emit | None:
         see_input_messages(loop.message_ids, loop.graph.message_keys, task.input)
     debug = loop.emit if "debug" in modes else None
     if debug is not None:
-        debug_event(debug, "task", loop.step, task, "input", task.input)
+        debug_event(debug, "task", loop.step, task, "input", task.input,
+                    task_triggers(loop.graph, task))
     if "tasks" in modes:
         _emit_task_start(loop, task)
     return debug
@@ -272,7 +273,7 @@ def _emit_task_start(loop: RunLoop, task: Task) -> None:
     """The ``tasks`` stream mode's event of a task that starts, as LangGraph."""
     if loop.emit is not None:
         loop.emit("tasks", {"id": task.id, "name": task.name, "input": task.input,
-                            "triggers": task_triggers(task)})
+                            "triggers": task_triggers(loop.graph, task)})
 
 
 def stopped(node: str, exc: BaseException) -> BaseException:
