@@ -115,3 +115,18 @@ def test_a_paused_task_ends_with_its_interrupts_in_debug_and_tasks_modes() -> No
     assert [ev["payload"] for ev in events] == [
         {"id": ask_id, "name": "ask", "error": None, "result": {"a": "A"}, "interrupts": []}]
     assert events[0]["step"] == 2
+
+
+def test_a_replay_or_a_fork_of_the_pause_has_a_new_id(cp: Any) -> None:
+    g = _graph(cp)
+    first = g.invoke({"a": ""}, _cfg("t"))["__interrupt__"][0].id
+    history = list(g.get_state_history(_cfg("t")))
+    at_ask = next(h for h in history if h.next == ("ask",)).config
+    at_x = next(h for h in history if h.next == ("x",)).config
+    ids = [g.invoke(None, c)["__interrupt__"][0].id for c in (at_ask, at_x)]
+    fork = g.update_state(at_ask, {"a": "y"}, as_node="x")
+    ids.append(g.invoke(None, fork)["__interrupt__"][0].id)
+    assert len({first, *ids}) == 4  # as LangGraph: each runs from a checkpoint of its own
+    state = g.get_state(_cfg("t"))  # the fork's pause is the thread's latest
+    assert [i.id for i in state.interrupts] == [ids[2]]
+    assert g.invoke(Command(resume={ids[2]: "F"}), _cfg("t")) == {"a": "F"}
