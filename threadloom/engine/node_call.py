@@ -35,19 +35,21 @@ def task_triggers(graph: Any, task: Task) -> tuple[str, ...]:
     return found
 
 
-def debug_event(debug: Emit, kind: str, step: int, task: Task, key: str, value: Any,
-                triggers: tuple[str, ...] = ()) -> None:
+def debug_event(
+    debug: Emit, kind: str, step: int, task: Task, key: str, value: Any,
+    interrupts: list[dict[str, Any]] | None = None, triggers: tuple[str, ...] = (),
+) -> None:
     """A ``debug`` stream event about a task, as LangGraph's: ``{"type", "timestamp",
     "step", "payload"}``; ``kind`` is ``task`` (it starts: ``key`` ``"input"``; the
     payload ``{id, name, input, triggers}``, ``task_triggers``) or ``task_result``
     (``key`` ``"result"`` or ``"error"``; the payload ``{id, name, error, result,
-    interrupts}``)."""
+    interrupts}``, the interrupts of a task that paused as ``{"value", "id"}`` dicts)."""
     if kind == "task":
         payload = {"id": task.id, "name": task.name, "input": value, "triggers": triggers}
     else:
         failed = key == "error"
         payload = {"id": task.id, "name": task.name, "error": value if failed else None,
-                   "result": {} if failed else value, "interrupts": []}
+                   "result": {} if failed else value, "interrupts": interrupts or []}
     debug("debug", {"type": kind, "timestamp": datetime.now(UTC).isoformat(),
                     "step": step, "payload": payload})
 
@@ -144,16 +146,27 @@ def emit_task_end(
 ) -> None:
     """The ``tasks`` stream mode's event of a task that ended, as LangGraph: its
     ``error`` (``repr``, as saved), ``result`` (its writes to the output keys, a key
-    written more than once as ``{"$writes": [...]}``) and ``interrupts``."""
+    written more than once as ``{"$writes": [...]}``) and ``interrupts`` (each
+    ``Interrupt`` as a ``{"value", "id"}`` dict).
+
+    A task that paused (``interrupts`` given) also gets its ``debug`` mode
+    ``task_result`` here, after the ``tasks`` one, as LangGraph sends both (a task that
+    returned or failed gets it where its result or error is made)."""
     from threadloom.engine.tasks import task_result
 
-    if loop.emit is None or "tasks" not in loop.modes or task.ended:
+    emit = loop.emit
+    if emit is None:
         return
-    task.ended = True
-    keys = loop.graph.output_keys
-    writes = task.result.writes if task.result is not None else []
-    loop.emit("tasks", {
-        "id": task.id, "name": task.name, "error": None if error is None else repr(error),
-        "result": task_result([w for w in writes if w[0] in keys]),
-        "interrupts": list(interrupts),
-    })
+    modes = loop.modes
+    paused = [{"value": i[0], "id": i[1]} for i in interrupts]  # an Interrupt, or its tuple
+    if "tasks" in modes and not task.ended:
+        task.ended = True
+        keys = loop.graph.output_keys
+        writes = task.result.writes if task.result is not None else []
+        emit("tasks", {
+            "id": task.id, "name": task.name, "error": None if error is None else repr(error),
+            "result": task_result([w for w in writes if w[0] in keys]),
+            "interrupts": paused,
+        })
+    if paused and "debug" in modes:
+        debug_event(emit, "task_result", loop.step, task, "result", {}, paused)

@@ -139,8 +139,9 @@ def interrupt(value: Any) -> Any:
     with ``"__interrupt__"`` in its result (the thread's checkpoint keeps everything
     needed). When the caller invokes the graph again with ``Command(resume=x)`` on the same
     thread, the node runs again from its start and this call returns ``x``. A node may
-    call ``interrupt`` several times: each call has its own id (from the task and the
-    call's order), and ``Command(resume={id: value, ...})`` answers each by its id.
+    call ``interrupt`` several times: each call has its own id (from the task's checkpoint
+    namespace ``node:task_id`` and the call's order, so ids differ across threads and
+    checkpoints), and ``Command(resume={id: value, ...})`` answers each by its id.
 
     Args:
         value: what to show the human (any value the checkpoint codec can store).
@@ -163,10 +164,13 @@ def interrupt(value: Any) -> Any:
         count = scope[1]
         scope[1] += 1
         call = f"{scope[0]}:{count}"
-    # The id names the call by the task's place (namespace, step, index, node) and its
-    # order, not by the task id: that one comes from the checkpoint id, which a run under
-    # durability="exit" only learns when it saves on pausing.
-    key = f"{'|'.join(ctx.namespace)}|{ctx.step}|{ctx.index}|{ctx.node}|{call}"
+    # As LangGraph, the id names the call by the task's checkpoint namespace
+    # ("node:task_id" under the parent's) and its order: the task id comes from the
+    # checkpoint the step runs from (named before the step runs, under every
+    # durability), so the id is the same on every resume of this pause, and differs
+    # on another thread, another checkpoint of this thread, or a fork.
+    ns = "|".join((*ctx.namespace, f"{ctx.node}:{ctx.task_id}"))
+    key = f"{ns}|{call}"
     interrupt_id = hashlib.sha256(key.encode()).hexdigest()[:32]
     resume = ctx.resume
     if interrupt_id in resume:

@@ -263,7 +263,7 @@ def announce_task(loop: RunLoop, task: Task) -> Emit | None:
     debug = loop.emit if "debug" in modes else None
     if debug is not None:
         debug_event(debug, "task", loop.step, task, "input", task.input,
-                    task_triggers(loop.graph, task))
+                    triggers=task_triggers(loop.graph, task))
     if "tasks" in modes:
         _emit_task_start(loop, task)
     return debug
