@@ -14,6 +14,7 @@ The tree, as httpx draws its own::
     │   │                          (also a RecursionError, as LangGraph's)
     │   ├── InvalidRouteError      an edge or Command routed to a node that does not exist
     │   ├── EmptyInputError        no input and nothing to resume
+    │   ├── EmptyChannelError      get() of a channel object that holds no value
     │   ├── ResumeError            a resume that does not say which pending interrupt it
     │   │                          answers (also a RuntimeError, as LangGraph raises)
     │   ├── NodeCancelledError     a node raised asyncio.CancelledError itself
@@ -173,6 +174,10 @@ class InvalidRouteError(GraphRunError):
 
 class EmptyInputError(GraphRunError):
     """``invoke(None)`` on a thread with nothing to resume."""
+
+
+class EmptyChannelError(GraphRunError):
+    """``get()`` of a channel object that holds no value (LangGraph's)."""
 
 
 class ResumeError(GraphRunError, RuntimeError):

@@ -60,11 +60,48 @@ class UntrackedValue:
         guard: refuse two writes in one super-step (``InvalidUpdateError``).
     """
 
-    __slots__ = ("typ", "guard")
+    __slots__ = ("typ", "guard", "value")
 
     def __init__(self, typ: Any = None, guard: bool = True) -> None:
         self.typ = typ
         self.guard = guard
+        self.value: Any = MISSING
+
+    # LangGraph's stateful channel protocol (see threadloom.engine.channel_objects); a
+    # checkpoint never holds the value, so a restored channel is always empty
+    ValueType = property(lambda self: self.typ)
+    UpdateType = property(lambda self: self.typ)
+
+    def from_checkpoint(self, checkpoint: Any) -> UntrackedValue:
+        """A fresh, empty copy (nothing of an untracked value is ever saved)."""
+        return UntrackedValue(self.typ, self.guard)
+
+    def update(self, values: list[Any]) -> bool:
+        """Keep the last of ``values``; False when there were none.
+
+        Raises:
+            InvalidUpdateError: several values with ``guard`` on.
+        """
+        if not values:
+            return False
+        if self.guard and len(values) > 1:
+            raise InvalidUpdateError("UntrackedValue(guard=True) can receive only one value "
+                                     "per step. Use guard=False if you want to store any "
+                                     "one of multiple values.")
+        self.value = values[-1]
+        return True
+
+    def get(self) -> Any:
+        """The value written this run. Raises ``EmptyChannelError`` when none."""
+        if self.value is MISSING:
+            from threadloom.errors import EmptyChannelError
+
+            raise EmptyChannelError("UntrackedValue holds no value")
+        return self.value
+
+    def checkpoint(self) -> Any:
+        """``MISSING``: an untracked value is never saved."""
+        return MISSING
 
 
 def overwrite_of(value: Any) -> tuple[bool, Any]:

@@ -202,6 +202,8 @@ def _spec(key: str, hint: Any, default: Any) -> ChannelSpec:
                     reducer = _last  # several writes in a step: the last one stays
             elif callable(item) and not isinstance(item, type):
                 reducer = item
+            elif callable(getattr(item, "operator", None)) and hasattr(item, "from_checkpoint"):
+                reducer = item.operator  # LangGraph's BinaryOperatorAggregate(typ, operator)
     if reducer is not None and reducer is not _last:
         _check_reducer(key, reducer)
     if reducer is not None and reducer is not _last and default is MISSING:
