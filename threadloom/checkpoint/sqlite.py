@@ -37,7 +37,6 @@ from threadloom.checkpoint.sqlbase import SCHEMA_VERSION, SQLITE, TABLES, Sql, S
 from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
 from threadloom.errors import CheckpointError
 
-
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
