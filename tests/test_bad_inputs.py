@@ -163,3 +163,32 @@ def test_corrupt_pages_behind_a_good_header_are_named(tmp_path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=r"h\.db"):
         SqliteCheckpointer(path)
+
+
+def test_corrupt_blob_names_thread_checkpoint_and_channel(tmp_path) -> None:
+    import operator
+    from typing import Annotated
+
+    from threadloom.errors import SerializationError
+
+    class L(TypedDict):
+        log: Annotated[list, operator.add]
+
+    b = StateGraph(L)
+    b.add_node("a", lambda s: {"log": ["x"]})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    path = tmp_path / "b.db"
+    cp = SqliteCheckpointer(path)
+    b.compile(checkpointer=cp).invoke({"log": []}, thread_id="t1")
+    cp.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE tl_blobs SET data = X'7b7b7b'")
+    cp = SqliteCheckpointer(path)
+    try:
+        with pytest.raises(SerializationError) as info:
+            b.compile(checkpointer=cp).get_state(thread_id="t1")
+        notes = " ".join(info.value.__notes__)
+        assert "thread 't1'" in notes and "channel 'log'" in notes and "checkpoint '" in notes
+    finally:
+        cp.close()
