@@ -192,3 +192,10 @@ def test_corrupt_blob_names_thread_checkpoint_and_channel(tmp_path) -> None:
         assert "thread 't1'" in notes and "channel 'log'" in notes and "checkpoint '" in notes
     finally:
         cp.close()
+
+
+def test_batch_with_a_string_config() -> None:
+    app = _builder().compile()
+    with pytest.raises(TypeError, match=r"config must be a dict like .*got str 't1'"):
+        app.batch([{"n": 1}, {"n": 2}], "t1")  # type: ignore[arg-type]
+    assert app.batch([{"n": 1}, {"n": 2}], [None, {"recursion_limit": 5}]) == [{"n": 2}, {"n": 3}]

@@ -308,7 +308,8 @@ class CompiledGraph(ThreadState, GraphApi):
         **kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Run several inputs concurrently; ``config`` is one for all or one per input."""
-        configs = list(config) if isinstance(config, Sequence) else [config] * len(inputs)
+        many = isinstance(config, Sequence) and not isinstance(config, str)  # "t1": refused
+        configs: list[Any] = list(config) if many else [config] * len(inputs)  # type: ignore[arg-type]
         if len(configs) != len(inputs):
             raise ValueError(f"abatch got {len(inputs)} inputs but {len(configs)} configs")
         return list(
