@@ -57,7 +57,8 @@ def make_rules(
 ) -> ExitRules:
     """Check ``exit_conditions`` against the tools and build the rules.
 
-    A condition naming no configured tool is kept (it applies to a tool given at run time).
+    A condition naming no configured tool is kept, as Haystack's ``Agent`` keeps it (it
+    applies to a tool given at run time), and logged as a warning naming it.
 
     Raises:
         ValueError: ``exit_conditions`` a string, or ``max_steps`` below 1.
@@ -65,8 +66,15 @@ def make_rules(
     conditions = list(exit_conditions) if exit_conditions is not None else [TEXT]
     if isinstance(exit_conditions, str):
         raise ValueError(f"exit_conditions must be a list, got the string {exit_conditions!r}")
-    # A name that is no configured tool is kept, as Haystack keeps it: the tool may be
-    # given at run time (``agent.invoke(..., tools=[...])``).
+    # A name that is no configured tool is kept, as Haystack keeps it (#11557): the tool
+    # may be given at run time (``agent.invoke(..., tools=[...])``); it is reported now.
+    if unknown := [c for c in conditions if c != TEXT and c not in tool_names]:
+        _LOG.warning(
+            "create_agent(exit_conditions=%r): %s neither 'text' nor a tool of this agent "
+            "(tools: %r); such a condition ends a run only when a tool of that name is "
+            "given at run time (invoke(..., tools=[...]))", conditions,
+            ", ".join(map(repr, unknown)) + (" is" if len(unknown) == 1 else " are"),
+            sorted(tool_names))
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_agent_steps must be a positive int, got {max_steps!r}")
     tools = frozenset(c for c in conditions if c != TEXT) | frozenset(return_direct)

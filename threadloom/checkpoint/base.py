@@ -96,14 +96,16 @@ def thread_config(config: Mapping[str, Any] | None) -> tuple[str, str, str | Non
     """Read ``(thread_id, checkpoint_ns, checkpoint_id)`` from a run config.
 
     Raises:
-        CheckpointError: when ``thread_id`` is missing or not a string.
+        CheckpointError: when ``thread_id`` is missing, ``None`` or ``""`` (every such run
+            would share one thread).
     """
     conf = (config or {}).get("configurable") or {}
     thread_id = conf.get("thread_id")
-    if thread_id is None:
+    if thread_id is None or thread_id == "":
+        got = f" (got thread_id={thread_id!r})" if "thread_id" in conf else ""
         raise CheckpointError(
             "this graph has a checkpointer, so every run needs a thread id: pass "
-            "thread_id='...' or config={'configurable': {'thread_id': '...'}}"
+            f"thread_id='...' or config={{'configurable': {{'thread_id': '...'}}}}{got}"
         )
     if not isinstance(thread_id, str):
         thread_id = str(thread_id)

@@ -223,7 +223,7 @@ class BlobLayer:
         Raises:
             CheckpointError: a referenced blob is missing (the store was edited or pruned
                 by hand).
-            SerializationError: a blob the codec refuses.
+            SerializationError: a blob the codec refuses (a note names blob and channel).
         """
         out: dict[str, Any] = {}
         tips: dict[str, _Tip] = {}
@@ -246,7 +246,11 @@ class BlobLayer:
                 raise CheckpointError(
                     f"blob {bid!r} of channel {channel!r} (thread {thread_id!r}) is missing"
                 )
-            value = self._build(thread_id, ns, channel, bid, row, reader)
+            try:
+                value = self._build(thread_id, ns, channel, bid, row, reader)
+            except SerializationError as exc:  # the checkpoint and thread are noted above
+                exc.add_note(f"in blob {bid!r} of channel {channel!r}")
+                raise
             if row.n < 0:
                 out[channel] = value
             else:

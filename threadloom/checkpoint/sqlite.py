@@ -37,6 +37,27 @@ from threadloom.checkpoint.sqlbase import SCHEMA_VERSION, SQLITE, TABLES, Sql, S
 from threadloom.checkpoint.stored import StoredCheckpointer, check_schema
 from threadloom.errors import CheckpointError
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def sqlite_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """What makes the existing file at ``path`` no SQLite database, or None.
+
+    Reads only its 16-byte header: a missing or empty file is no problem (SQLite creates
+    it), an unreadable one or another header is (the message names the file). The CLI's
+    ``--db`` checks and ``SqliteCheckpointer`` both use it.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot read checkpoint database {str(path)!r}: {exc.strerror}"
+    if head and head != SQLITE_MAGIC:
+        return f"{str(path)!r} is not a SQLite database (unreadable or corrupt file)"
+    return None
+
 
 class SqliteCheckpointer(StoredCheckpointer):
     """Checkpoints in one SQLite file (as LangGraph's ``SqliteSaver``, plus deltas,
@@ -54,7 +75,8 @@ class SqliteCheckpointer(StoredCheckpointer):
         read_only: open an existing file without ever writing to it (see the module doc).
 
     Raises:
-        CheckpointError: the file is not a threadloom database of a supported version;
+        CheckpointError: the file is no SQLite database, a corrupt one (the message names
+            it), or not a threadloom database of a supported version;
             with ``read_only``, also: it does not exist or holds no threadloom tables.
         ValueError: ``read_only`` with ``":memory:"``.
     """
@@ -88,17 +110,31 @@ class SqliteCheckpointer(StoredCheckpointer):
         # SQLite folds the WAL into the file: the ``.db`` alone holds every thread.
         self._finalizer = weakref.finalize(self, _close_all, self._conns, self._pid)
         self.read_only = read_only
-        if read_only:
-            try:
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        """Check the file (read-only) or create/migrate its tables; a file that is no
+        SQLite database (or a corrupt one) raises ``CheckpointError`` naming it."""
+        if self.path != ":memory:" and (problem := sqlite_file_problem(self.path)):
+            raise CheckpointError(f"SqliteCheckpointer: {problem}")
+        try:
+            if self.read_only:
                 self._check_schema()
-            except BaseException:
-                self.close()
-                raise
-            return
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with self._tx(True) as tx:
-            tx.migrate()
+                return
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            with self._tx(True) as tx:
+                tx.migrate()
+        except sqlite3.OperationalError:
+            raise  # locked, cannot open...: SQLite's own error, as before
+        except sqlite3.DatabaseError as exc:  # "database disk image is malformed"...
+            raise CheckpointError(
+                f"SqliteCheckpointer: cannot open checkpoint database {self.path!r}: {exc}"
+            ) from exc
 
     def _check_schema(self) -> None:
         """Read-only: refuse a missing file, or one without threadloom's current tables."""

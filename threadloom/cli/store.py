@@ -24,7 +24,6 @@ __all__ = ["DEFAULT_DB", "DEMO_DB", "Store", "choose_store", "default_stores",
 DEFAULT_DB = "threadloom.db"  # run, resume --graph and threads, unless --db
 DEMO_DB = "threadloom-demo.db"  # the demo's file: checkpoints and shop data
 DEFAULT_FILES = (DEFAULT_DB, DEMO_DB)
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,14 +192,11 @@ def _check_sqlite_path(db: str, must_exist: bool) -> None:
             raise CliError(f"cannot create checkpoint database {db!r}: no directory "
                            f"{str(path.parent)!r}")
         return
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(16)
-    except OSError as exc:
-        raise CliError(f"cannot read checkpoint database {db!r}: {exc.strerror}") from exc
-    if head and head != SQLITE_MAGIC:
-        raise CliError(f"{db!r} is not a SQLite database (unreadable or corrupt file)")
-    if not head and must_exist:  # reading must not turn an empty file into a database
+    from threadloom.checkpoint.sqlite import sqlite_file_problem
+
+    if problem := sqlite_file_problem(db):
+        raise CliError(problem)
+    if must_exist and path.stat().st_size == 0:  # reading must not make it a database
         raise CliError(f"{db!r} is empty: no checkpoint database there yet")
 
 

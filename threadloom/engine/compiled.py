@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from threadloom.engine.channels import MISSING
 from threadloom.engine.drawing import DrawableGraph
-from threadloom.engine.graph_api import GraphApi, merge_bound_config
+from threadloom.engine.graph_api import GraphApi
 from threadloom.engine.input_validation import input_validator
 from threadloom.engine.lease import ThreadLease, _Claim
 from threadloom.engine.lgdraw import lg_graph
@@ -24,7 +24,7 @@ from threadloom.engine.nested import nested_loop, run_nested, streamed_here
 from threadloom.engine.readers import narrow_branches, narrow_nodes
 from threadloom.engine.replay import root_config
 from threadloom.engine.routing import edge_index
-from threadloom.engine.runtime import propagate_metadata
+from threadloom.engine.run_config import check_durability, run_config
 from threadloom.engine.runtime_info import RunControl, coerce_context
 from threadloom.engine.scheduler import RunLoop
 from threadloom.engine.schema import schema_kind, state_builder
@@ -132,29 +132,8 @@ class CompiledGraph(ThreadState, GraphApi):
         thread_id: str | None,
         recursion_limit: int | None,
     ) -> dict[str, Any]:
-        out = merge_bound_config(self.bound_config, config or {}) if self.bound_config else (
-            dict(config or {}))
-        conf = dict(out.get("configurable") or {})
-        if thread_id is not None:
-            given = conf.get("thread_id")
-            if given is not None and str(given) != str(thread_id):
-                raise ValueError(
-                    f"thread_id={thread_id!r} differs from the config's "
-                    f"configurable thread_id {given!r}; pass the thread id once"
-                )
-            conf["thread_id"] = thread_id
-        if "thread_id" in conf and not isinstance(conf["thread_id"], str):
-            conf["thread_id"] = str(conf["thread_id"])
-        propagate_metadata(out, conf)
-        conf.setdefault("checkpoint_ns", "")
-        out["configurable"] = conf
-        if recursion_limit is not None:
-            out["recursion_limit"] = recursion_limit
-        if self.checkpointer is not None and "thread_id" not in conf:
-            from threadloom.checkpoint.base import thread_config
-
-            thread_config(out)  # raises the clear "needs a thread id" error
-        return out
+        return run_config(self.bound_config, config, thread_id, recursion_limit,
+                          self.checkpointer is not None)  # engine/run_config.py
 
     # -- entry points ------------------------------------------------------------------
 
@@ -196,7 +175,11 @@ class CompiledGraph(ThreadState, GraphApi):
 
         Raises:
             ValueError: ``thread_id`` and the config's ``thread_id`` are both given and
-                differ (raised when the first event is asked for).
+                differ, or ``durability`` is unknown (raised when the first event is asked
+                for).
+            TypeError: ``config`` (or its ``configurable``) not a dict, a
+                ``recursion_limit`` that is no number.
+            CheckpointError: a checkpointer and no thread id (or ``None``, ``""``).
             Whatever the run raises, after every event before it was yielded. Closing the
             iterator early cancels the running nodes; the thread stays resumable.
         """
@@ -325,7 +308,8 @@ class CompiledGraph(ThreadState, GraphApi):
         **kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Run several inputs concurrently; ``config`` is one for all or one per input."""
-        configs = list(config) if isinstance(config, Sequence) else [config] * len(inputs)
+        many = isinstance(config, Sequence) and not isinstance(config, str)  # "t1": refused
+        configs: list[Any] = list(config) if many else [config] * len(inputs)  # type: ignore[arg-type]
         if len(configs) != len(inputs):
             raise ValueError(f"abatch got {len(inputs)} inputs but {len(configs)} configs")
         return list(
@@ -368,7 +352,8 @@ class CompiledGraph(ThreadState, GraphApi):
             checkpointer=self.checkpointer,
             emit=sink.bind(()) if sink is not None else None,
             modes=modes,
-            durability=durability or self.durability,
+            durability=self.durability if durability is None else check_durability(
+                durability, "invoke/stream"),
             blocking_ok=blocking_ok,
             context=coerce_context(self.builder.context_schema, context),
             sink=sink,

@@ -375,11 +375,14 @@ class StateGraph:
                 refused: the first may be reached by ``Command``/``Send``, the second
                 raises ``GraphRecursionError`` when it runs, as in LangGraph.
             TypeError: ``checkpointer`` is not a checkpointer.
+            ValueError: ``durability`` none of ``"sync"``, ``"async"``, ``"exit"``.
         """
         from threadloom.engine.analysis import validate, validate_checkpointer
         from threadloom.engine.compiled import CompiledGraph
+        from threadloom.engine.run_config import check_durability
 
         validate_checkpointer(checkpointer)
+        check_durability(durability, "compile")
 
         before = node_list(interrupt_before, self.nodes)
         after = node_list(interrupt_after, self.nodes)

@@ -122,7 +122,10 @@ async def _start_resume(loop: RunLoop, cmd: Command) -> tuple[Planned, Resume | 
     if loop.saved is None:
         if cmd.resume is None:  # update and goto on a new thread: its first input, as LangGraph
             return await _start_input(loop, cmd.update or {}, cmd.goto_list()), None
-        raise EmptyInputError("Command(resume=...) needs a thread with a paused run")
+        raise EmptyInputError(
+            f"Command(resume=...) on thread {_thread(loop)!r}, which has no checkpoint: it "
+            "needs a thread with a paused run (check the thread id, or start the thread "
+            "with an input)")
     if cmd.resume is not None and not loop.saved.checkpoint.get("next") and not any(
         w.channel == INTERRUPT for w in loop.saved.pending_writes
     ):
