@@ -68,3 +68,4 @@ def test_as_a_reducer_annotation_in_a_state_schema() -> None:
     b.add_edge(START, "b")
     app = b.compile(checkpointer=InMemoryCheckpointer())
     assert app.invoke({"total": 1}, thread_id="t") == {"total": 6}
+    assert isinstance(app.channels["total"], BinaryOperatorAggregate)  # as LangGraph's

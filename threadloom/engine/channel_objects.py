@@ -10,11 +10,12 @@ schema is the reducer ``operator.add`` (``UntrackedValue`` instances are markers
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from threadloom.engine.channels import MISSING, overwrite_of
+from threadloom.engine.channels import MISSING, Reduced, overwrite_of
 from threadloom.errors import EmptyChannelError, InvalidUpdateError
 
 
@@ -65,10 +66,12 @@ class ChannelObject:
         return self.value
 
 
-class BinaryOperatorAggregate(ChannelObject):
+class BinaryOperatorAggregate(ChannelObject, metaclass=abc.ABCMeta):
     """Every update folded in with ``operator(current, update)``, in order, starting
     from ``typ()`` when ``typ`` can be built with no arguments (as LangGraph's); an
-    ``Overwrite`` replaces the value.
+    ``Overwrite`` replaces the value. The engine's own channel of a reducer key
+    (``graph.channels[key]``, a ``Reduced``) counts as one for ``isinstance``, as
+    LangGraph's graphs hold this class there.
 
     Args:
         typ: the value's type.
@@ -103,3 +106,6 @@ class BinaryOperatorAggregate(ChannelObject):
             elif not overwritten:
                 self.value = item if self.value is MISSING else self.operator(self.value, item)
         return True
+
+
+BinaryOperatorAggregate.register(Reduced)
