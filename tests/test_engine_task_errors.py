@@ -131,3 +131,50 @@ def test_stream_consumer_leaving_mid_step_leaves_no_unretrieved_task_error():
         await stream.aclose()
 
     assert run_watched(go) == []
+
+
+def test_a_sync_sibling_on_a_worker_ends_and_its_error_handler_runs():
+    # LangGraph's thread pool lets a sync node already running finish when a sibling
+    # fails: its error handler runs and its error is saved, so a resume reruns handlers
+    import threading
+
+    from threadloom import InMemoryCheckpointer
+
+    started = threading.Event()
+    calls = {"a": 0, "b": 0, "ha": 0, "hb": 0}
+    crash = [True]
+
+    def node_a(s):
+        calls["a"] += 1
+        raise RuntimeError("a failed")
+
+    def node_b(s):
+        calls["b"] += 1
+        assert started.wait(5)
+        raise RuntimeError("b failed")
+
+    def handler_a(s, error):
+        calls["ha"] += 1
+        started.set()
+        if crash[0]:
+            raise RuntimeError("handler_a crash")
+        return {"log": ["ra"]}
+
+    def handler_b(s, error):
+        calls["hb"] += 1
+        if crash[0]:
+            raise RuntimeError("handler_b crash")
+        return {"log": ["rb"]}
+
+    g = StateGraph(S)
+    g.add_node("a", node_a, error_handler=handler_a)
+    g.add_node("b", node_b, error_handler=handler_b)
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    app = g.compile(checkpointer=InMemoryCheckpointer())
+    with pytest.raises(RuntimeError):
+        app.invoke({"log": []}, thread_id="t")
+    assert calls == {"a": 1, "b": 1, "ha": 1, "hb": 1}
+    crash[0] = False
+    assert sorted(app.invoke(None, thread_id="t")["log"]) == ["ra", "rb"]
+    assert calls["a"] == calls["b"] == 1  # the nodes did not run again

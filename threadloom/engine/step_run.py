@@ -113,11 +113,23 @@ async def _each_in_a_task(
             fut.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         raise
+    timed_out = bool(pending) and timeout is not None and not any(
+        f.exception() for f in done if not f.cancelled())
+    if pending and not timed_out:  # a sibling failed: sync nodes already on a worker
+        # thread cannot be stopped; as LangGraph's thread pool, let them end (their error
+        # handlers run, their errors are saved) and cancel the rest
+        running_sync = {f for f, t in zip(running, todo, strict=True)
+                        if f in pending and t.node is not None and not t.node.is_async}
+        for fut in pending - running_sync:
+            fut.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        done = done | running_sync  # the cancelled ones did not fail on their own
+        pending = set()
     for fut in pending:
         fut.cancel()
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
-        if timeout is not None and not any(f.exception() for f in done if not f.cancelled()):
+        if timed_out:
             raise TimeoutError(f"super-step {loop.step} took longer than the graph's "
                                f"step_timeout ({timeout} s); its running tasks were cancelled")
     return [  # of the tasks that failed on their own (not those cancelled here)
