@@ -186,3 +186,17 @@ def test_owners_and_scopes(tmp_path):
         with pytest.raises(httpx.HTTPStatusError):
             bob.assistants.delete(system["assistant_id"])
         assert alice.assistants.update(aid, name="still hers")["version"] == 2
+
+
+async def test_a_graph_name_names_its_assistant_and_schemas_have_properties(url):
+    # as langgraph dev: assistants.get/get_graph/get_schemas take a served graph's name
+    client = get_client(url=url, api_key=None)
+    by_name = await client.assistants.get("nested")
+    assert str(uuid.UUID(by_name["assistant_id"])) == by_name["assistant_id"]
+    assert by_name["graph_id"] == "nested"
+    assert (await client.assistants.get_graph("nested"))["nodes"]
+    schemas = await client.assistants.get_schemas("nested")
+    assert schemas["state_schema"]["properties"]  # a TypedDict state, fields described
+    assert schemas == await client.assistants.get_schemas(by_name["assistant_id"])
+    with pytest.raises(NotFoundError):
+        await client.assistants.get(str(uuid.uuid4()))

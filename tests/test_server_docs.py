@@ -64,6 +64,7 @@ def test_the_langgraph_sdk_conversation(url):
     exec(compile(program, "docs/server.md", "exec"), namespace)  # noqa: S102 - the doc's own code
     thread, client, sync = asyncio.run(namespace["main"]())
     got = sync.threads.get(thread["thread_id"])
-    assert got["status"] == "idle" and got["values"]["answer"] == "yes"
+    # the third run, a new turn, paused for approval as the first did
+    assert got["status"] == "interrupted" and got["values"]["answer"] == "yes"
     runs = sync.runs.list(thread["thread_id"])
     assert len(runs) == 3 and {r["status"] for r in runs} <= {"success", "interrupted"}

@@ -11,12 +11,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from threadloom.engine.compiled import CompiledGraph
+from threadloom.engine.graph_api import schema_json
 from threadloom.server.assistants_store import AssistantExists
 from threadloom.server.graphs import Assistant
 from threadloom.server.http import JSON, ApiError, body_as, not_found, query_bool
@@ -40,8 +40,17 @@ def _uuid(ident: str) -> str:
 
 
 async def _assistant(request: Request) -> Assistant:
-    ident = _uuid(request.path_params["assistant_id"])
-    found = await server(request).assistants.get(owner(request), ident)
+    """The assistant the path names: its id, or (as ``langgraph dev``) a served graph's
+    name for that graph's own assistant."""
+    ident = request.path_params["assistant_id"]
+    store = server(request).assistants
+    if ident in store.by_graph:
+        found = await store.resolve(owner(request), ident)
+        if found is None:
+            raise not_found("Assistant", ident)
+        return found
+    ident = _uuid(ident)
+    found = await store.get(owner(request), ident)
     if found is None:
         raise not_found("Assistant", ident)
     return found
@@ -198,10 +207,7 @@ def json_schema(schema: Any) -> dict[str, Any] | None:
     """A JSON schema of a state/context type (None when it has none)."""
     if schema is None:
         return None
-    try:
-        return TypeAdapter(schema).json_schema()
-    except Exception:  # a type pydantic cannot describe: name it, keys unknown
-        return {"title": getattr(schema, "__name__", "State"), "type": "object"}
+    return schema_json(schema, getattr(schema, "__name__", "State"))
 
 
 async def get_schemas(request: Request) -> Response:

@@ -186,8 +186,8 @@ def run_cursor(value: str | None) -> int:
     text = value.strip()
     after = parse_last_event_id(text)
     if after == 0 and text != "0":
-        raise ApiError(422, f"Last-Event-ID: expected an event id (a number) of this "
-                            f"run's stream, got {text[:40]!r}")
+        raise ApiError(422, "Last-Event-ID: expected an event id (a non-negative integer) "
+                            f"of this run's stream, got {text[:40]!r}")
     return after
 
 
