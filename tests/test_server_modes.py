@@ -63,6 +63,17 @@ async def test_messages_and_tasks_modes(client):
     assert any(t.get("name") == "model" for t in tasks)
 
 
+async def test_a_whole_message_is_messages_complete(client):
+    # as LangGraph's server: the tool's result is one whole message, not a token chunk
+    parts = [p async for p in client.runs.stream(
+        None, "agent", input={"messages": [("user", "please add")]}, stream_mode="messages")]
+    complete = [p.data[0] for p in parts if p.event == "messages/complete"]
+    assert [m["type"] for m in complete] == ["tool"] and complete[0]["content"] == "5"
+    partial = [p.data[0] for p in parts if p.event == "messages/partial"]
+    assert partial and {m["type"] for m in partial} == {"ai"}
+    assert partial[-1]["content"] == "the sum is 5"
+
+
 async def test_cancel_many_and_delete_run(client):
     thread = await client.threads.create()
     tid = thread["thread_id"]

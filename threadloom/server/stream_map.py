@@ -118,7 +118,10 @@ class StreamMapper:
         body = message_json(merged)
         if body.get("type") == "AIMessageChunk":
             body["type"] = "ai"
-        yield "messages/partial" + suffix, dumps([body])
+        # as LangGraph's server: token chunks so far as "partial", a whole message (a tool
+        # result, a reply a node returned without streaming it) as "complete"
+        event = "messages/partial" if isinstance(chunk, AIMessageChunk) else "messages/complete"
+        yield event + suffix, dumps([body])
 
     def final_values(self, interrupts: Sequence[Any]) -> tuple[str, str] | None:
         """The last ``values`` event of an interrupted run (state plus ``__interrupt__``),
