@@ -176,6 +176,11 @@ def _with_joined(graph: CompiledGraph, saved: CheckpointTuple | None, planned: P
     return Planned(sorted([*planned.tasks, *kept], key=order.__getitem__), planned.sends)
 
 
+def _next_nodes(saved: CheckpointTuple) -> set[str]:
+    """The nodes of a saved checkpoint's next tasks (edge tasks and Sends alike)."""
+    return {t if isinstance(t, str) else t.get("node") for t in saved.checkpoint["next"]}
+
+
 async def _last_node(
     graph: CompiledGraph, loop: RunLoop, saved: CheckpointTuple
 ) -> str | None:
@@ -187,14 +192,14 @@ async def _last_node(
     (LangGraph raises "Ambiguous update" when several ran), which also refuses a thread
     whose next tasks name nodes this graph lacks."""
     meta = saved.metadata
-    pending = {t if isinstance(t, str) else t.get("node") for t in saved.checkpoint["next"]}
+    pending = _next_nodes(saved)
     if meta.get("source") != "loop" or not pending <= graph.nodes.keys():
         return None
     parent = None
     if saved.parent_config is not None:
         parent = await loop.cp_call("get_tuple", saved.parent_config)
     if parent is not None and parent.metadata.get("step") == meta.get("step", 0) - 1:
-        ran = {t if isinstance(t, str) else t.get("node") for t in parent.checkpoint["next"]}
+        ran = _next_nodes(parent)
         ran.discard(START)
     else:
         ran = set(meta.get("writes") or ())
