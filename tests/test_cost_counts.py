@@ -181,8 +181,11 @@ def test_sync_get_state_reads_on_the_calling_thread_without_a_loop(tmp_path):
 
 
 def test_history_reads_pending_writes_in_one_query_per_namespace(tmp_path):
-    """``get_state_history`` of a long thread is two SELECTs (checkpoints, their pending
-    writes), not one more per checkpoint; counted with sqlite3's trace callback."""
+    """``get_state_history`` of a long thread reads its pending writes in one SELECT once
+    its pages grow past a few checkpoints (the first three pages, 1 + 2 + 4 checkpoints,
+    read their own), and its checkpoints in pages that double (1, 2, 4, ... 256, one
+    read transaction each): not one SELECT per checkpoint; counted with sqlite3's trace
+    callback."""
     saver = SqliteCheckpointer(str(tmp_path / "cp.db"))
     graph = _loop_graph(saver, 60)
     cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 70}
@@ -198,7 +201,11 @@ def test_history_reads_pending_writes_in_one_query_per_namespace(tmp_path):
             conn.set_trace_callback(None)
     selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
     assert len(snapshots) >= 60
-    assert 2 <= len(selects) <= 4, selects  # the checkpoints and their writes, seen
+    writes = [s for s in selects if "tl_writes" in s]
+    pages = [s for s in selects if "ORDER BY checkpoint_id DESC" in s]
+    assert len(writes) <= 1 + 2 + 4 + 1, writes  # the first pages' own, then the namespace's
+    assert len(pages) <= 7, pages  # 1 + 2 + 4 + 8 + 16 + 32 >= 61 checkpoints
+    assert len(selects) <= len(writes) + len(pages) + 1, selects  # + the thread's TTL
     saver.close()
 
 

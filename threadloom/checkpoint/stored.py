@@ -21,7 +21,7 @@ one reads as stored, without being compacted), and every writing method raises
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -36,6 +36,7 @@ from threadloom.checkpoint.base import (
 from threadloom.checkpoint.blob_rows import LRU, BlobRow, NewBlob, Ref
 from threadloom.checkpoint.blobs import BlobLayer
 from threadloom.checkpoint.leases import LEASE_TOKEN_KEY, Lease, LeaseMixin
+from threadloom.checkpoint.listing import apages, pages
 from threadloom.checkpoint.records import (
     FORGED,
     bad_shape,
@@ -52,7 +53,6 @@ from threadloom.errors import CheckpointError
 
 __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
-_BATCH_WRITES = 4  # list() reads a namespace's pending writes at once above this many rows
 _new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
 
 
@@ -131,9 +131,22 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """See ``BaseCheckpointer.list``. Metadata filters compare decoded values in Python
-        (never spliced into SQL)."""
-        yield from self.list_as(config, None, filter=filter, before=before, limit=limit)
+        """See ``BaseCheckpointer.list``: lazy, each checkpoint decoded as the caller gets
+        to it, in pages of short read transactions (``listing.py``). Metadata filters
+        compare decoded values in Python (never spliced into SQL)."""
+        return self.list_as(config, None, filter=filter, before=before, limit=limit)
+
+    def alist(  # type: ignore[override]
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async ``list``, as lazy: each page is read in a worker thread when the caller
+        gets to it."""
+        return self.alist_as(config, None, filter=filter, before=before, limit=limit)
 
     def list_as(
         self,
@@ -143,40 +156,24 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
-    ) -> builtins.list[Any]:
-        """What ``list`` yields, as a list, each tuple passed through ``convert`` (None:
-        kept) as it is decoded: history snapshots keep no tuple alive through the read."""
-        thread_id: str | None = None
-        ns: str | None = None
-        if config is not None:
-            thread_id, _, _ = thread_config(config)
-            ns = (config.get("configurable") or {}).get("checkpoint_ns")
-            if self._expire_if_due(thread_id):
-                return []
-        before_id = ((before or {}).get("configurable") or {}).get("checkpoint_id")
-        if limit is not None and limit <= 0:
-            return []
-        with self._tx(False) as tx:
-            rows = tx.checkpoint_rows(thread_id, ns, before_id, None if filter else limit)
-            # many checkpoints: each namespace's pending writes in one query
-            batch: dict[tuple[str, str], Any] | None = {} if len(rows) > _BATCH_WRITES else None
-            out: builtins.list[Any] = []
-            for row in rows:
-                if filter:
-                    meta = self._decode_metadata(row)
-                    if any(k not in meta or meta[k] != v for k, v in filter.items()):
-                        continue
-                written = None
-                if batch is not None:
-                    space = (row.thread_id, row.checkpoint_ns)
-                    if space not in batch:
-                        batch[space] = tx.ns_writes(*space)
-                    written = batch[space].get(row.checkpoint_id, [])
-                item = self._tuple(tx, row, seed=False, written=written)
-                out.append(item if convert is None else convert(item))
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+    ) -> Iterator[Any]:
+        """What ``list`` yields, each tuple passed through ``convert`` (None: kept) as it is
+        decoded: history snapshots keep no tuple alive through the read."""
+        for page in pages(self, config, convert, filter, before, limit):
+            yield from page
+
+    def alist_as(
+        self,
+        config: Mapping[str, Any] | None,
+        convert: Callable[[CheckpointTuple], Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[Any]:
+        """Async ``list_as``: one worker-thread hop per page (none for a store whose reads
+        do no I/O, ``inline_io``)."""
+        return apages(self, config, convert, filter, before, limit)
 
     def _tuple(self, tx: Tx, row: CkRow, *, seed: bool,
                written: builtins.list[tuple[str, str, bytes]] | None = None) -> CheckpointTuple:

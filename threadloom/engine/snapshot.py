@@ -15,7 +15,6 @@ from threadloom.checkpoint.base import (
     CheckpointTuple,
     shown_metadata,
 )
-from threadloom.checkpoint.stored import StoredCheckpointer
 from threadloom.engine.command_writes import command_view
 from threadloom.engine.replay import graph_at, with_checkpoint_map
 from threadloom.engine.results import result_from, step_children
@@ -248,42 +247,6 @@ def snapshot_sync(graph: CompiledGraph, cfg: dict[str, Any], cp: BaseCheckpointe
     return latest_view(graph, cfg, cp.get_tuple(cfg))
 
 
-def history_sync(
-    graph: CompiledGraph,
-    cfg: dict[str, Any],
-    cp: BaseCheckpointer,
-    filter: Mapping[str, Any] | None,
-    before: Mapping[str, Any] | None,
-    limit: int | None,  # noqa: A002
-) -> list[StateSnapshot]:
-    """``history`` for sync callers: the checkpointer's sync ``list``, on this thread."""
-    cfg = _without_id(cfg)
-    if type(cp).list is StoredCheckpointer.list:  # (not a subclass's own list())
-        # each checkpoint becomes its snapshot as it is read
-        snaps = cp.list_as(cfg, snapshots_as_read(graph), filter=filter,  # type: ignore[attr-defined]
-                           before=before, limit=limit)
-        return [shown(graph, s) for s in snaps] if graph.root_state else snaps
-    return history_of(graph, list(cp.list(cfg, filter=filter, before=before, limit=limit)))
-
-
-def snapshots_as_read(graph: CompiledGraph) -> Any:
-    """``checkpoint tuple -> StateSnapshot`` for a thread's checkpoints read newest first:
-    ``history_of`` one at a time. A checkpoint's children are all newer, so each is met
-    before it; the oldest child its step saved (``step_children``'s) is the last one met."""
-    children: dict[str, CheckpointTuple] = {}
-
-    def convert(item: CheckpointTuple) -> StateSnapshot:
-        snap = to_snapshot(graph, item, children.pop(item.checkpoint["id"], None))
-        parent = item.parent_config
-        if parent is not None and item.metadata.get("source") in ("loop", "update"):
-            parent_id = parent.get("configurable", {}).get("checkpoint_id")
-            if parent_id is not None:
-                children[parent_id] = item
-        return snap
-
-    return convert
-
-
 def history_of(graph: CompiledGraph, items: list[CheckpointTuple]) -> list[StateSnapshot]:
     """The snapshots of ``items`` (a thread's checkpoints, newest first), each lone
     finished task's result read from the checkpoint its step saved (``results.py``)."""
@@ -297,23 +260,6 @@ def _without_id(cfg: dict[str, Any]) -> dict[str, Any]:
         **cfg,
         "configurable": {k: v for k, v in cfg["configurable"].items() if k != "checkpoint_id"},
     }
-
-
-async def history(
-    graph: CompiledGraph,
-    cfg: dict[str, Any],
-    cp: BaseCheckpointer,
-    filter: Mapping[str, Any] | None,
-    before: Mapping[str, Any] | None,
-    limit: int | None,  # noqa: A002
-) -> list[StateSnapshot]:
-    """Every snapshot of a thread (and namespace), newest first."""
-    cfg = _without_id(cfg)
-    if getattr(cp, "inline_io", False):
-        return history_sync(graph, cfg, cp, filter, before, limit)
-    else:
-        items = [t async for t in cp.alist(cfg, filter=filter, before=before, limit=limit)]
-    return history_of(graph, items)
 
 
 async def update_state(

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.checkpoint.base import BaseCheckpointer
 from threadloom.engine.bulk import COPY, INPUT, bulk_update
+from threadloom.engine.history import history, history_sync
 from threadloom.engine.replay import graph_at
 from threadloom.engine.snapshot import (
     StateSnapshot,
-    history,
-    history_sync,
     snapshot,
     snapshot_sync,
     update_state,
@@ -90,13 +89,22 @@ class ThreadState:
         before: Mapping[str, Any] | None = None,  # noqa: A002
         limit: int | None = None,
     ) -> Iterator[StateSnapshot]:
-        """Snapshots of a thread, newest first (time travel: pass one's ``config``)."""
+        """Snapshots of a thread, newest first (time travel: pass one's ``config``).
+
+        Lazy, as LangGraph's generator: each checkpoint is read and decoded when the
+        caller gets to it (in pages of short read transactions, none held open between
+        items), so ``next(iter(...))`` or ``limit=`` on a long thread decodes only what
+        it returns. A checkpointer with only async reads is read whole (through them).
+
+        Raises:
+            ValueError: when the graph has no checkpointer (at the call).
+        """
         cfg = self._config(config, thread_id, None)
         cp = self._need_cp()
         graph = graph_at(self._graph(), cfg)
         if _has_sync_reads(cp):
-            return iter(history_sync(graph, cfg, cp, filter, before, limit))
-        return iter(run_sync(history(graph, cfg, cp, filter, before, limit)))
+            return history_sync(graph, cfg, cp, filter, before, limit)
+        return iter(run_sync(_collect(history(graph, cfg, cp, filter, before, limit))))
 
     async def aget_state_history(
         self,
@@ -107,10 +115,11 @@ class ThreadState:
         before: Mapping[str, Any] | None = None,  # noqa: A002
         limit: int | None = None,
     ) -> AsyncIterator[StateSnapshot]:
-        """Async ``get_state_history``: ``async for snapshot in ...``, newest first."""
+        """Async ``get_state_history``: ``async for snapshot in ...``, newest first, as lazy
+        as the sync one (a threadloom store reads a page per worker-thread hop)."""
         cfg = self._config(config, thread_id, None)
         graph = graph_at(self._graph(), cfg)
-        for snap in await history(graph, cfg, self._need_cp(), filter, before, limit):
+        async for snap in history(graph, cfg, self._need_cp(), filter, before, limit):
             yield snap
 
     def update_state(
@@ -163,6 +172,10 @@ class ThreadState:
         """Async ``bulk_update_state``."""
         cfg = self._config(config, None, None)
         return await bulk_update(self._graph(), cfg, self._need_cp(), supersteps)
+
+
+async def _collect(snaps: AsyncIterator[StateSnapshot]) -> list[StateSnapshot]:
+    return [s async for s in snaps]
 
 
 def _has_sync_reads(cp: BaseCheckpointer) -> bool:
