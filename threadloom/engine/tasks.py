@@ -141,13 +141,6 @@ def task_id(checkpoint_id: str, step: int, index: int, name: str) -> str:
 _NO_RESUME: dict[str, Any] = {}  # shared, only read
 
 
-def begin_task(loop: RunLoop, task: Task) -> tuple[TaskContext, Emit | None]:
-    """A task's context (``task_context``) after what its start streams is sent
-    (``announce_task``); returns it and the ``debug`` sink (None when not streamed)."""
-    debug = announce_task(loop, task)
-    return task_context(loop, task), debug
-
-
 def task_context(loop: RunLoop, task: Task) -> TaskContext:
     """The context a task's node runs under (O(1); a batch builds it on its worker)."""
     modes = loop.modes
@@ -174,12 +167,17 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
     node = task.node
     if node is None:
         raise RuntimeError("virtual task cannot run")
-    ctx, debug = begin_task(loop, task)
+    # per task, so the usual case (no stream modes, a plain node, a dict returned) makes
+    # no call that would do nothing: announce_task only with modes, plain_node inlined
+    debug = announce_task(loop, task) if loop.modes else None
+    ctx = task_context(loop, task)
     attempt = 0
     # A plain node (no subgraph, no injected arguments) is called right here, a coroutine
     # layer less than _call: awaited if async, else inline when _call would (or a worker).
     is_async = node.is_async
-    here = plain_node(node) and (is_async or (loop.blocking_ok and loop.inline_sync))
+    here = node.subgraph is None and not (  # plain_node(node), inlined
+        node.wants_config or node.wants_runtime or node.wants_writer or node.wants_error
+    ) and (is_async or (loop.blocking_ok and loop.inline_sync))
     if node.wants_runtime:
         ctx.first_attempt_time = time.time()
     while True:
@@ -206,6 +204,11 @@ async def run_task(loop: RunLoop, task: Task) -> TaskResult:
                 if node.error_handler is None:
                     raise
                 return await _to_handler(loop, task, node.error_handler, exc)
+    if type(result) is dict and debug is None and ctx.streamed_ids is None and (
+            not loop.graph.root_state):  # task_output's usual case, inlined
+        writes: list[tuple[str, Any]] = []
+        add_update(loop.graph, task.name, result.items(), loop.step, writes, False)
+        return TaskResult(writes, ())
     return task_output(loop, task, ctx, result, debug)
 
 
