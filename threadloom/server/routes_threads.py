@@ -37,11 +37,12 @@ async def create_thread(request: Request) -> Response:
     """``POST /threads``: a new thread (``if_exists``: ``raise`` -> 409, ``do_nothing``)."""
     state = server(request)
     body = await body_as(request, ThreadCreate, state.limits.max_body_bytes)
+    thread_id = str(body.thread_id) if body.thread_id is not None else None  # checked: a UUID
     try:
-        thread, _ = await state.threads.create(owner(request), body.thread_id, body.metadata,
+        thread, _ = await state.threads.create(owner(request), thread_id, body.metadata,
                                                if_exists=body.if_exists)
     except KeyError as exc:
-        raise ApiError(409, f"Thread with ID {body.thread_id} already exists") from exc
+        raise ApiError(409, f"Thread with ID {thread_id} already exists") from exc
     return JSON(thread)
 
 
