@@ -63,3 +63,25 @@ async def test_search_sorts_by_state_updated_at(client):
     found = await client.threads.search(metadata={"sorted": "yes"},
                                         sort_by="state_updated_at", sort_order="desc")
     assert found[0]["thread_id"] == a
+
+
+async def test_prune_deletes_or_keeps_the_latest_checkpoint(client):
+    gone = (await client.threads.create())["thread_id"]
+    kept = (await client.threads.create())["thread_id"]
+    for tid in (gone, kept):
+        await client.runs.wait(tid, "echo", input={"messages": [("user", "one")]})
+        await client.runs.wait(tid, "echo", input={"messages": [("user", "two")]})
+    before = await client.threads.get_state(kept)
+    assert len(await client.threads.get_history(kept, limit=100)) > 1
+    assert await client.threads.prune([gone, str(uuid.uuid4())]) == {"pruned_count": 1}
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        await client.threads.get(gone)
+    assert err.value.response.status_code == 404
+    assert await client.threads.prune([kept], strategy="keep_latest") == {"pruned_count": 1}
+    history = await client.threads.get_history(kept, limit=100)
+    assert len(history) == 1
+    after = await client.threads.get_state(kept)
+    assert after["values"] == before["values"]
+    assert after["checkpoint"]["checkpoint_id"] == before["checkpoint"]["checkpoint_id"]
+    out = await client.runs.wait(kept, "echo", input={"messages": [("user", "three")]})
+    assert [m["content"] for m in out["messages"]][-1] == "echo: three"

@@ -106,6 +106,13 @@ class ThreadSearch(Body):
     select: list[str] | None = None
 
 
+class ThreadPrune(Body):
+    """``POST /threads/prune``."""
+
+    thread_ids: list[str] = Field(max_length=10_000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
 class StateUpdate(Body):
     """``POST /threads/{id}/state``: write values as a node (a fork with a checkpoint)."""
 
