@@ -15,6 +15,7 @@ from threadloom.server.schemas import (
     StateUpdate,
     ThreadCreate,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
 )
 from threadloom.server.state import (
@@ -37,11 +38,12 @@ async def create_thread(request: Request) -> Response:
     """``POST /threads``: a new thread (``if_exists``: ``raise`` -> 409, ``do_nothing``)."""
     state = server(request)
     body = await body_as(request, ThreadCreate, state.limits.max_body_bytes)
+    thread_id = str(body.thread_id) if body.thread_id is not None else None  # checked: a UUID
     try:
-        thread, _ = await state.threads.create(owner(request), body.thread_id, body.metadata,
+        thread, _ = await state.threads.create(owner(request), thread_id, body.metadata,
                                                if_exists=body.if_exists)
     except KeyError as exc:
-        raise ApiError(409, f"Thread with ID {body.thread_id} already exists") from exc
+        raise ApiError(409, f"Thread with ID {thread_id} already exists") from exc
     return JSON(thread)
 
 
@@ -124,6 +126,45 @@ async def copy_thread(request: Request) -> Response:
     return JSON(copy)
 
 
+async def prune_threads(request: Request) -> Response:
+    """``POST /threads/prune`` (``client.threads.prune``): ``strategy`` ``delete`` (the
+    default) deletes the caller's threads among ``thread_ids`` as ``DELETE`` does;
+    ``keep_latest`` keeps each thread with only its latest checkpoint (per namespace)
+    and skips a busy one. Ids that are not the caller's threads are skipped. Answers
+    ``{"pruned_count": N}``, as LangGraph's server."""
+    state = server(request)
+    body = await body_as(request, ThreadPrune, state.limits.max_body_bytes)
+    who, count = owner(request), 0
+    for thread_id in dict.fromkeys(body.thread_ids):
+        thread = await state.threads.get(who, thread_id)
+        if thread is None:
+            continue
+        if body.strategy == "delete":
+            await drop_thread(state, who, thread_id)
+        elif thread["status"] == "busy":
+            continue
+        else:
+            await to_worker(keep_latest_checkpoints, state.checkpointer, thread_id)
+        count += 1
+    return JSON({"pruned_count": count})
+
+
+def keep_latest_checkpoints(cp: Any, thread_id: str) -> None:
+    """Leave thread ``thread_id`` with only its latest checkpoint of each namespace
+    (and its pending writes), written again without a parent."""
+    latest: dict[str, Any] = {}
+    for item in cp.list({"configurable": {"thread_id": thread_id}}):
+        ns = item.config["configurable"].get("checkpoint_ns", "")
+        if ns not in latest or item.checkpoint["id"] > latest[ns].checkpoint["id"]:
+            latest[ns] = item
+    cp.delete_thread(thread_id)
+    for ns, item in latest.items():
+        saved = cp.put({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}},
+                       item.checkpoint, dict(item.metadata),
+                       dict(item.checkpoint.get("channel_versions") or {}))
+        _put_pending(cp, saved, item)
+
+
 def copy_checkpoints(cp: Any, source: str, target: str) -> int:
     """Write every checkpoint of thread ``source`` (oldest first, every namespace, with
     its pending writes) into thread ``target``; returns how many."""
@@ -141,12 +182,16 @@ def copy_checkpoints(cp: Any, source: str, target: str) -> int:
             at["configurable"]["checkpoint_id"] = parent
         saved = cp.put(at, item.checkpoint, metadata,
                        dict(item.checkpoint.get("channel_versions") or {}))
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for write in item.pending_writes or ():
-            by_task.setdefault(write.task_id, []).append((write.channel, write.value))
-        for task_id, writes in by_task.items():
-            cp.put_writes(saved, writes, task_id)
+        _put_pending(cp, saved, item)
     return len(items)
+
+
+def _put_pending(cp: Any, saved: Any, item: Any) -> None:
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for write in item.pending_writes or ():
+        by_task.setdefault(write.task_id, []).append((write.channel, write.value))
+    for task_id, writes in by_task.items():
+        cp.put_writes(saved, writes, task_id)
 
 
 def _config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> dict[str, Any]:
@@ -257,6 +302,7 @@ ROUTES = [
     Route("/threads", create_thread, methods=["POST"]),
     Route("/threads/search", search_threads, methods=["POST"]),
     Route("/threads/count", count_threads, methods=["POST"]),
+    Route("/threads/prune", prune_threads, methods=["POST"]),
     Route("/threads/{thread_id}", get_thread, methods=["GET"]),
     Route("/threads/{thread_id}", patch_thread, methods=["PATCH"]),
     Route("/threads/{thread_id}", delete_thread, methods=["DELETE"]),

@@ -11,9 +11,8 @@ and puts the thread back where it was before that run (and deletes the run).
 A cancelled run ends ``interrupted``, and its thread too; ``runs.wait(input=None)``
 goes on from the last saved step. After a SIGKILL, ``recover`` finds the runs left
 ``pending`` or ``running``: a pending one is queued again; a running one is resumed from
-its last checkpoint (input None, ``attempt`` 2, 3, ... in its ``metadata`` event, its
-event ids in a range of their own: see ``eventlog.py``), or, when it
-had saved nothing yet, started again from its input. None is silently lost.
+its last checkpoint (input None, ``attempt`` 2, 3, ... in its ``metadata`` event, its event
+ids in a range of their own: ``eventlog.py``), or, when it had saved nothing, started again.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from threadloom.server.run_checks import (
 )
 from threadloom.server.runs_store import FINISHED, Runs
 from threadloom.server.schemas import RunCreate
-from threadloom.server.threads_store import Threads
+from threadloom.server.threads_store import OtherGraph, Threads
 from threadloom.server.wire import dumps, jsonable, now_iso, uuid7
 
 BUSY_DETAIL = ("Thread is already running a task. Wait for it to finish or choose a "
@@ -159,7 +158,11 @@ class RunManager:
             thread_id = str(Threads.create_tx(tx, owner, None, None,
                                               temporary=temporary)[0]["thread_id"])
         marks = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
-        if Threads.claim_tx(tx, owner, thread_id, marks) is None:
+        try:  # refused before anything is written: the thread stays as it was
+            claimed = Threads.claim_tx(tx, owner, thread_id, marks)
+        except OtherGraph as exc:
+            raise ApiError(409, str(exc)) from exc
+        if claimed is None:
             if body.if_not_exists != "create" or tx.execute(
                     "SELECT 1 FROM tl_srv_threads WHERE thread_id = ?",
                     (thread_id,)).fetchone() is not None:
@@ -391,7 +394,6 @@ async def _roll_back(graph: Any, thread_id: str, before: str | None) -> None:
         return
     await graph.aupdate_state({"configurable": {"thread_id": thread_id,
                                                 "checkpoint_id": before}}, None)
-
 
 
 __all__ = ["FINISHED", "RunManager"]

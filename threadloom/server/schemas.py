@@ -7,6 +7,7 @@ answers 422 naming the field (``http.validate``).
 from __future__ import annotations
 
 from typing import Any, Literal
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -78,7 +79,7 @@ class RunCreate(Body):
 class ThreadCreate(Body):
     """``POST /threads``."""
 
-    thread_id: str | None = Field(default=None, min_length=1, max_length=200)
+    thread_id: UUID | None = None
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
     supersteps: list[dict[str, Any]] | None = None
@@ -99,9 +100,17 @@ class ThreadSearch(Body):
     status: ThreadStatus | None = None
     limit: int = Field(default=10, ge=0, le=1000)
     offset: int = Field(default=0, ge=0)
-    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at",
+                     "state_updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[str] | None = None
+
+
+class ThreadPrune(Body):
+    """``POST /threads/prune``."""
+
+    thread_ids: list[str] = Field(max_length=10_000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class StateUpdate(Body):

@@ -13,6 +13,10 @@ from typing import Any
 from threadloom.server.db import Database, Tx
 from threadloom.server.wire import dumps, now_iso, uuid7
 
+
+class OtherGraph(Exception):
+    """A run named a graph other than the one its thread belongs to."""
+
 _COLS = ("thread_id, created_at, updated_at, state_updated_at, metadata, status, config, "
          "vals, interrupts, error")
 
@@ -92,12 +96,23 @@ class Threads:
     def claim_tx(tx: Tx, owner: str, thread_id: str, metadata: dict[str, Any]
                  ) -> dict[str, Any] | None:
         """Mark one of ``owner``'s threads ``busy`` for a new run and merge ``metadata``
-        into its own (two statements); None when this owner has no such thread."""
+        into its own (two statements); None when this owner has no such thread.
+
+        Raises:
+            OtherGraph: the thread belongs to another graph than
+                ``metadata["graph_id"]``, raised before anything is written (the transaction
+                rolls back: the thread stays exactly as it was).
+        """
         row = tx.execute("SELECT metadata FROM tl_srv_threads WHERE thread_id = ? AND "
                          "owner = ?", (thread_id, owner)).fetchone()
         if row is None:
             return None
-        merged = {**json.loads(row[0]), **metadata}
+        held = json.loads(row[0])
+        graph_id = metadata.get("graph_id")
+        if graph_id is not None and held.get("graph_id") not in (None, graph_id):
+            raise OtherGraph(f"thread {thread_id} belongs to graph {held['graph_id']!r}: "
+                             f"run it with that graph's assistant, not graph {graph_id!r}")
+        merged = {**held, **metadata}
         tx.execute("UPDATE tl_srv_threads SET status = 'busy', metadata = ?, updated_at = ? "
                    "WHERE thread_id = ?", (dumps(merged), now_iso(), thread_id))
         return merged
