@@ -43,6 +43,16 @@ async def test_refused_run_leaves_the_thread_as_it_was(client):
     assert out["answer"] == "yes"
 
 
+async def test_a_graph_whose_state_covers_the_thread_runs_on_it(client):
+    """Not refused: as on LangGraph's server, another graph may run on a thread when its
+    state has a channel for every value the thread holds (here both use ``Ask``)."""
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "slow", input={"text": "a"})
+    out = await client.runs.wait(tid, "human", input={"text": "b"})
+    assert out["text"] == "b!"
+    assert (await client.threads.get(tid))["metadata"]["graph_id"] == "human"
+
+
 async def test_thread_id_must_be_a_uuid(client):
     with pytest.raises(httpx.HTTPStatusError) as err:
         await client.threads.create(thread_id="not-a-uuid")

@@ -159,7 +159,7 @@ class RunManager:
                                               temporary=temporary)[0]["thread_id"])
         marks = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
         try:  # refused before anything is written: the thread stays as it was
-            claimed = Threads.claim_tx(tx, owner, thread_id, marks)
+            claimed = Threads.claim_tx(tx, owner, thread_id, marks, getattr(assistant.graph, "channels", None))
         except OtherGraph as exc:
             raise ApiError(409, str(exc)) from exc
         if claimed is None:

@@ -93,25 +93,32 @@ class Threads:
         return _row(row) if row is not None else None
 
     @staticmethod
-    def claim_tx(tx: Tx, owner: str, thread_id: str, metadata: dict[str, Any]
-                 ) -> dict[str, Any] | None:
+    def claim_tx(tx: Tx, owner: str, thread_id: str, metadata: dict[str, Any],
+                 state_keys: Any = None) -> dict[str, Any] | None:
         """Mark one of ``owner``'s threads ``busy`` for a new run and merge ``metadata``
         into its own (two statements); None when this owner has no such thread.
 
         Raises:
             OtherGraph: the thread belongs to another graph than
-                ``metadata["graph_id"]``, raised before anything is written (the transaction
-                rolls back: the thread stays exactly as it was).
+                ``metadata["graph_id"]`` and holds values under keys that are not in
+                ``state_keys`` (the run's graph's channels), which the engine refuses too;
+                raised before anything is written (the transaction rolls back: the thread
+                stays exactly as it was). A graph whose state covers the thread's keys
+                runs on it, as on LangGraph's server.
         """
-        row = tx.execute("SELECT metadata FROM tl_srv_threads WHERE thread_id = ? AND "
+        row = tx.execute("SELECT metadata, vals FROM tl_srv_threads WHERE thread_id = ? AND "
                          "owner = ?", (thread_id, owner)).fetchone()
         if row is None:
             return None
         held = json.loads(row[0])
         graph_id = metadata.get("graph_id")
-        if graph_id is not None and held.get("graph_id") not in (None, graph_id):
+        stored = json.loads(row[1]) if row[1] else None
+        foreign = (sorted(set(stored) - set(state_keys))
+                   if isinstance(stored, dict) and state_keys is not None else [])
+        if graph_id is not None and held.get("graph_id") not in (None, graph_id) and foreign:
             raise OtherGraph(f"thread {thread_id} belongs to graph {held['graph_id']!r}: "
-                             f"run it with that graph's assistant, not graph {graph_id!r}")
+                             f"it holds {foreign} that graph {graph_id!r} has no channel for; "
+                             "run it with its own graph's assistant")
         merged = {**held, **metadata}
         tx.execute("UPDATE tl_srv_threads SET status = 'busy', metadata = ?, updated_at = ? "
                    "WHERE thread_id = ?", (dumps(merged), now_iso(), thread_id))
