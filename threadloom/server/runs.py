@@ -158,8 +158,9 @@ class RunManager:
             thread_id = str(Threads.create_tx(tx, owner, None, None,
                                               temporary=temporary)[0]["thread_id"])
         marks = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+        keys = getattr(assistant.graph, "channels", None)
         try:  # refused before anything is written: the thread stays as it was
-            claimed = Threads.claim_tx(tx, owner, thread_id, marks, getattr(assistant.graph, "channels", None))
+            claimed = Threads.claim_tx(tx, owner, thread_id, marks, keys)
         except OtherGraph as exc:
             raise ApiError(409, str(exc)) from exc
         if claimed is None:
