@@ -1,5 +1,4 @@
-"""The run manager: making runs, handing them to the run queue, cancelling, joining,
-and finding the runs a crash left behind.
+"""The run manager: making runs, queueing, cancelling, joining, and crash recovery.
 
 A run is made ``pending`` (its row, its event log opened with the ``metadata`` event,
 its thread marked ``busy``) and submitted to the queue, which starts it when the thread
