@@ -41,6 +41,8 @@ TABLE: list[_T] = [
     ("post", "/threads", "Create a thread", s.ThreadCreate, {}),
     ("post", "/threads/search", "Search threads", s.ThreadSearch, {}),
     ("post", "/threads/count", "Count threads", s.ThreadSearch, {}),
+    ("post", "/threads/prune", "Delete threads or keep only their latest checkpoint",
+     s.ThreadPrune, {}),
     ("get", "/threads/{thread_id}", "Get a thread", None, {}),
     ("patch", "/threads/{thread_id}", "Merge a thread's metadata", s.ThreadPatch, {}),
     ("delete", "/threads/{thread_id}", "Delete a thread", None, {}),
