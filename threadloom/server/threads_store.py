@@ -17,6 +17,17 @@ from threadloom.server.wire import dumps, now_iso, uuid7
 class OtherGraph(Exception):
     """A run named a graph other than the one its thread belongs to."""
 
+
+def _foreign_keys(tx: Tx, thread_id: str, state_keys: Any) -> list[str]:
+    """The thread's stored value keys that ``state_keys`` lacks (read only when another
+    graph runs on the thread, so a usual run does not decode the thread's values)."""
+    row = tx.execute("SELECT vals FROM tl_srv_threads WHERE thread_id = ?",
+                     (thread_id,)).fetchone()
+    stored = json.loads(row[0]) if row and row[0] else None
+    if not isinstance(stored, dict) or state_keys is None:
+        return []
+    return sorted(set(stored) - set(state_keys))
+
 _COLS = ("thread_id, created_at, updated_at, state_updated_at, metadata, status, config, "
          "vals, interrupts, error")
 
@@ -106,16 +117,15 @@ class Threads:
                 stays exactly as it was). A graph whose state covers the thread's keys
                 runs on it, as on LangGraph's server.
         """
-        row = tx.execute("SELECT metadata, vals FROM tl_srv_threads WHERE thread_id = ? AND "
+        row = tx.execute("SELECT metadata FROM tl_srv_threads WHERE thread_id = ? AND "
                          "owner = ?", (thread_id, owner)).fetchone()
         if row is None:
             return None
         held = json.loads(row[0])
         graph_id = metadata.get("graph_id")
-        stored = json.loads(row[1]) if row[1] else None
-        foreign = (sorted(set(stored) - set(state_keys))
-                   if isinstance(stored, dict) and state_keys is not None else [])
-        if graph_id is not None and held.get("graph_id") not in (None, graph_id) and foreign:
+        other = graph_id is not None and held.get("graph_id") not in (None, graph_id)
+        foreign = _foreign_keys(tx, thread_id, state_keys) if other else []
+        if foreign:
             raise OtherGraph(f"thread {thread_id} belongs to graph {held['graph_id']!r}: "
                              f"it holds {foreign} that graph {graph_id!r} has no channel for; "
                              "run it with its own graph's assistant")
