@@ -279,7 +279,7 @@ def test_objects_alive_per_packet_while_the_fan_out_runs_and_when_it_applies(
     kept one of each alive, about 20 objects a packet)."""
     import gc
 
-    from threadloom.engine import scheduler
+    from threadloom.engine import scheduler, step_run
 
     mid: list[dict[str, int]] = []
     applied: list[dict[str, int]] = []
@@ -290,12 +290,25 @@ def test_objects_alive_per_packet_while_the_fan_out_runs_and_when_it_applies(
             applied.append(_census())
         return real(loop, tasks, results)
 
+    finished = [0]
+    real_finished = step_run._finished
+
+    def count_finished(loop: Any, task: Any, live: Any) -> None:
+        finished[0] += task.name == "work"
+        real_finished(loop, task, live)
+
     def work(s: dict[str, Any]) -> dict[str, Any]:
         if s["n"] == s["half"]:
+            # the loop builds each result from its worker's outcome: wait until it has
+            # taken every earlier packet's, so exactly half the packets hold a result
+            deadline = time.monotonic() + 30
+            while finished[0] < s["half"] and time.monotonic() < deadline:
+                time.sleep(0.001)
             mid.append(_census())
         return {"total": 1}
 
     monkeypatch.setattr(scheduler, "apply_step", probe)
+    monkeypatch.setattr(step_run, "_finished", count_finished)
     g = StateGraph(Fan)
     g.add_node("work", work)
     g.add_conditional_edges(START, lambda s: [Send("work", {"n": i, "half": s["n"] // 2})
@@ -303,12 +316,14 @@ def test_objects_alive_per_packet_while_the_fan_out_runs_and_when_it_applies(
     g.add_edge("work", END)
     graph = g.compile()
     graph.invoke({"n": 10, "total": 0, "got": []})
+    finished[0] = 0
     mid.clear()
     applied.clear()
     gc.collect()
     gc.disable()
     try:
         for n in (1000, 3000):
+            finished[0] = 0
             graph.invoke({"n": n, "total": 0, "got": []}, {"max_concurrency": 1})
     finally:
         gc.enable()
