@@ -63,6 +63,7 @@ def pages(
     size = 1
     taken = 0
     batch: dict[tuple[str, str], Any] = {}  # (thread, ns) -> pending writes by checkpoint
+    children: dict[str, Any] = {}  # the refs of the row decoded last (see cp._tuple)
     while True:
         out: list[Any] = []
         with cp._tx(False) as tx:  # noqa: SLF001
@@ -90,7 +91,8 @@ def pages(
                         batch[space] = tx.ns_writes(*space)
                     written = batch[space].get(row.checkpoint_id, [])
                 try:
-                    item = cp._tuple(tx, row, seed=False, written=written)  # noqa: SLF001
+                    item = cp._tuple(  # noqa: SLF001
+                        tx, row, seed=False, written=written, children=children)
                 except CheckpointError:
                     if held is not None and tx.checkpoint_row(*row[:3]) is None:
                         continue  # deleted since its row was read: not listed

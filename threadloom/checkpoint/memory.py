@@ -22,11 +22,13 @@ from threadloom.checkpoint.memory_rows import (
     blob_row,
     pack,
     pack_checkpoint,
+    pack_writes,
     row_bytes,
     row_data_at,
     row_fields,
     unpack,
     unpack_checkpoint,
+    unpack_writes,
 )
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
@@ -51,7 +53,8 @@ class _Ns:
     def __init__(self) -> None:
         self.checkpoints: dict[str, bytes] = {}
         self.blobs: dict[str, dict[str, bytes]] = {}
-        self.writes: dict[str, dict[tuple[str, int], tuple[str, bytes]]] = {}
+        # cid -> the writes against it: pack_writes bytes, or (task_id, idx) -> (channel, data)
+        self.writes: dict[str, bytes | dict[tuple[str, int], tuple[str, bytes]]] = {}
         self.sorted = True  # checkpoints are in id order
         self.last = ""  # the greatest id inserted (perhaps deleted since)
 
@@ -61,6 +64,14 @@ class _Ns:
             for bid, row in rows.items():
                 base, snap, n, chain, at = row_fields(row)
                 yield (channel, bid), BlobRow(base, snap, n, chain, row[at:])
+
+
+def _write_list(found: bytes | dict[tuple[str, int], tuple[str, bytes]]
+                ) -> list[tuple[str, str, bytes]]:
+    """``(task_id, channel, data)`` of the writes ``_Ns.writes`` holds for a checkpoint."""
+    if isinstance(found, bytes):
+        return [(task, ch, data) for task, _, ch, data in unpack_writes(found)]
+    return [(task, ch, data) for (task, _), (ch, data) in found.items()]
 
 
 class _Locked:
@@ -227,17 +238,20 @@ class _MemoryTx:
     def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]:
         space = self._ns(thread_id, ns)
         found = space.writes.get(cid) if space else None
-        return [(task, ch, data) for (task, _), (ch, data) in found.items()] if found else []
+        return _write_list(found) if found else []
 
     def ns_writes(self, thread_id: str, ns: str) -> dict[str, list[tuple[str, str, bytes]]]:
         space = self._ns(thread_id, ns)
-        return {cid: [(task, ch, data) for (task, _), (ch, data) in found.items()]
-                for cid, found in space.writes.items()} if space else {}
+        return {cid: _write_list(found) for cid, found in space.writes.items()} if space else {}
 
     def insert_writes(
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
     ) -> None:
-        slots = self._ns_create(thread_id, ns).writes.setdefault(cid, {})
+        writes = self._ns_create(thread_id, ns).writes
+        slots = writes.get(cid)
+        if not isinstance(slots, dict):  # none yet, or packed by a fused save
+            slots = writes[cid] = {
+                (t, i): (ch, data) for t, i, ch, data in unpack_writes(slots or b"")}
         for task_id, idx, channel, data in rows:
             if idx < 0 or (task_id, idx) not in slots:
                 slots[(task_id, idx)] = (channel, data)
@@ -330,10 +344,11 @@ class InMemoryCheckpointer(StoredCheckpointer):
             if space is None:
                 space = self._txn._ns_create(thread_id, ns)
             if writes:  # the writes of the step's task, against the parent (as insert_writes)
-                slots = space.writes.setdefault(parent_id or "", {})
-                for task_id, idx, channel, data in writes:
-                    if idx < 0 or (task_id, idx) not in slots:
-                        slots[(task_id, idx)] = (channel, data)
+                key = parent_id or ""
+                if key in space.writes:
+                    self._txn.insert_writes(thread_id, ns, key, writes)
+                else:
+                    space.writes[key] = pack_writes(writes)
             if new:
                 self._insert_blobs(space, new)
             if cid > space.last:

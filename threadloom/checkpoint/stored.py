@@ -49,11 +49,13 @@ from threadloom.checkpoint.records import (
 from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.tx import WRITES_IDX, CkRow, Tx, check_schema
+from threadloom.checkpoint.write_refs import REF_VALUE, is_ref, resolve_writes, write_rows
 from threadloom.errors import CheckpointError
 
 __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
 _new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
+_NONE = object()  # no such channel value
 
 
 class _Reader:
@@ -176,8 +178,12 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         return apages(self, config, convert, filter, before, limit)
 
     def _tuple(self, tx: Tx, row: CkRow, *, seed: bool,
-               written: builtins.list[tuple[str, str, bytes]] | None = None) -> CheckpointTuple:
+               written: builtins.list[tuple[str, str, bytes]] | None = None,
+               children: dict[str, Any] | None = None) -> CheckpointTuple:
         """The decoded checkpoint of ``row``.
+
+        ``children`` (a listing's): the refs of the row decoded before, the child that
+        ``row``'s pending writes may reference (``write_refs``); ``row``'s replace them.
 
         Raises:
             SerializationError: the record, metadata, a blob or a pending write is not
@@ -198,25 +204,37 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                 written = tx.writes(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
             loads = self.codec.loads
             writes = [PendingWrite(task_id, channel, loads(data))
-                      for task_id, channel, data in written]
+                      for task_id, channel, data in written if not is_ref(data)]
+            if len(writes) < len(written):
+                writes = self._with_refs(tx, row, written, children or {})
+            if children is not None:
+                children.clear()
+                children[row.checkpoint_id] = refs
             metadata = self._decode_metadata(row)
         except CheckpointError as exc:
             name_checkpoint(exc, row)
             raise
         except FORGED as exc:  # the last net: whatever else a forged row trips
             raise name_checkpoint(bad_shape("data", exc), row) from exc
-        parent = (
-            make_config(row.thread_id, row.checkpoint_ns, row.parent_id)
-            if row.parent_id
-            else None
-        )
-        return CheckpointTuple(
-            make_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
-            checkpoint,
-            metadata,
-            parent,
-            writes,
-        )
+        ids = row.thread_id, row.checkpoint_ns
+        parent = make_config(*ids, row.parent_id) if row.parent_id else None
+        return CheckpointTuple(make_config(*ids, row.checkpoint_id), checkpoint, metadata,
+                               parent, writes)
+
+    def _with_refs(self, tx: Tx, row: CkRow, written: builtins.list[tuple[str, str, bytes]],
+                   children: dict[str, Any]) -> builtins.list[PendingWrite]:
+        """The pending writes of ``row``, references resolved (``resolve_writes``)."""
+        thread_id, ns = row.thread_id, row.checkpoint_ns
+
+        def child_refs(child_id: str) -> Any:
+            child = tx.checkpoint_row(thread_id, ns, child_id)
+            return None if child is None else self._decode_record(child)[1]
+
+        def decode(channel: str, ref: Ref) -> Any:
+            return self.blobs.decode(thread_id, ns, {channel: ref},
+                                     _Reader(tx, thread_id, ns))[channel]
+
+        return resolve_writes(written, self.codec.loads, dict(children), child_refs, decode)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -245,8 +263,13 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         """See ``BaseCheckpointer.put_with_writes``: the writes (against the parent, which
         ``config`` must name) and the checkpoint in one transaction (PostgreSQL: one
         round trip); raises as ``put`` and ``put_writes``."""
-        return self._store(config, checkpoint, metadata, new_versions,
-                           self._write_rows(writes, task_id))
+        ch, v = writes[0] if len(writes) == 1 else ("", None)
+        if ch and checkpoint["channel_values"].get(ch, _NONE) is v:  # the usual step
+            rows = [(task_id, WRITES_IDX.get(ch, 0), ch, REF_VALUE + checkpoint["id"].encode())]
+        else:
+            rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps,
+                              checkpoint["channel_values"], checkpoint["id"])
+        return self._store(config, checkpoint, metadata, new_versions, rows)
 
     def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,
                metadata: Mapping[str, Any], new_versions: Mapping[str, int],
@@ -283,7 +306,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
     def _commit(self, row: CkRow, new: builtins.list[NewBlob], token: int | None,
                 writes: builtins.list[tuple[str, int, str, bytes]] | None = None) -> int:
         """Write one ``put`` in one transaction, after checking the lease ``token``; with
-        ``writes`` (rows of ``_write_rows``), those against the parent checkpoint too.
+        ``writes`` (rows of ``write_rows``), those against the parent checkpoint too.
 
         Returns the namespace's checkpoint count when ``keep_latest`` is set (else 0).
         """
@@ -341,21 +364,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         thread_id, ns, cid = thread_config(config)
         if cid is None:
             raise CheckpointError("put_writes needs a config naming a checkpoint_id")
-        rows = self._write_rows(writes, task_id)
+        rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps)
         with self._tx(True) as tx:
             self._check_fence(tx, thread_id, config)
             tx.insert_writes(thread_id, ns, cid, rows)
-
-    def _write_rows(self, writes: Sequence[tuple[str, Any]], task_id: str
-                    ) -> builtins.list[tuple[str, int, str, bytes]]:
-        """``writes`` as stored rows ``(task_id, idx, channel, data)``; the special
-        channels have their own (negative) index, so saving them again overwrites."""
-        dumps = self.codec.dumps
-        if len(writes) == 1:  # a lone task's usual step: one write
-            ch, v = writes[0]
-            return [(task_id, WRITES_IDX.get(ch, 0), ch, dumps(v, path="writes." + ch))]
-        return [(task_id, WRITES_IDX.get(ch, i), ch, dumps(v, path="writes." + ch))
-                for i, (ch, v) in enumerate(writes)]
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of a thread, in every namespace.

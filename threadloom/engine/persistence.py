@@ -62,6 +62,7 @@ class Persistence:
     modes: frozenset[str]
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
+    fuses: bool  # direct_saves, and the checkpointer has put_with_writes (fuses_writes)
     paused: bool
     namespace: tuple[str, ...]
     paused_with: list[tuple[Interrupt, ...]]
@@ -108,11 +109,9 @@ class Persistence:
 
     def _with_lone_writes(self, source: str, tasks: list[Task], args: tuple[Any, ...]
                           ) -> tuple[Any, ...]:
-        """A put's ``args`` plus, for a step whose one task finished and saved nothing yet,
-        that task's writes and id: saved against the step's own checkpoint with the new
-        one (``put_with_writes``), as LangGraph saves every task's writes, so history
-        shows the task's ``result``. A step of several tasks saved each as it finished;
-        the START task's writes were saved with the input checkpoint."""
+        """A put's ``args`` plus, for a step whose one task finished (not START, whose
+        writes the input checkpoint saved), its writes and id: saved against the step's
+        checkpoint with the new one (``put_with_writes``), as LangGraph saves them all."""
         if source != "loop" or len(tasks) != 1 or tasks[0].result is None or (
                 tasks[0].cached or tasks[0].name == START):
             return args
@@ -214,14 +213,9 @@ class Persistence:
         I/O under ``"sync"`` durability) with no lease to renew; no save is ever left
         pending then either. Constant for a run: the lease is taken before it starts.
         """
-        cp = self.cp
-        durability = self.durability
-        return (
-            cp is not None
-            and self.lease is None
-            and durability != "exit"
-            and (self.blocking_ok or (durability != "async" and getattr(cp, "inline_io", False)))
-        )
+        cp, durability = self.cp, self.durability
+        return cp is not None and self.lease is None and durability != "exit" and (
+            self.blocking_ok or (durability != "async" and getattr(cp, "inline_io", False)))
 
     def save(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
@@ -254,6 +248,13 @@ class Persistence:
         if task is None or task.result is None or task.cached or source != "loop" or (
                 task.name == START):
             config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
+        elif self.fuses and (result := task.result).writes and not result.goto and (
+                not self.graph.untracked_keys):  # _put_sync of the usual step, inlined
+            try:
+                config = self.cp.put_with_writes(  # type: ignore[union-attr]
+                    parent, checkpoint, metadata, new, result.writes, task.id)
+            except SerializationError:
+                config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
         else:
             config = self._put_sync((parent, checkpoint, metadata, new, self._writes_of(task),
                                      task.id))

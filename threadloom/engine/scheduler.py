@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from threadloom.checkpoint.base import fuses_writes
 from threadloom.engine.apply import apply_step
 from threadloom.engine.channels import Channel
 from threadloom.engine.node_call import emit_task_end
@@ -109,7 +110,7 @@ class RunLoop(Persistence):
         self.paused = False  # stopped by interrupt_before / interrupt_after
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
-        self.direct_saves = False  # set when the run starts (_saves_directly)
+        self.direct_saves = self.fuses = False  # set when the run starts (_saves_directly)
         # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
         self.plain_ids = checkpointer is None and not namespace
         self.resuming = False  # the run continues a saved one (None or Command input)
@@ -149,6 +150,7 @@ class RunLoop(Persistence):
     # ---------------------------------------------------------------------------------
     async def _loop(self, input: Any) -> None:
         self.direct_saves = self._saves_directly()  # constant for the run (see save())
+        self.fuses = self.direct_saves and fuses_writes(self.cp)
         self.resuming = input is None or isinstance(input, Command)
         planned, resume = await start_run(self, input)
         limit = int(self.config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))

@@ -1,0 +1,160 @@
+"""A step's lone task's writes, saved with the step's checkpoint by reference to it
+(``checkpoint/write_refs.py``), read back as the values written: on every backend, through
+the checkpointer (``pending_writes``), history (``tasks[i].result``) and a replay; a
+reference whose checkpoint is gone is left out; a forged one is refused naming the write.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from threadloom import END, START, StateGraph, add_messages
+from threadloom.checkpoint.write_refs import (
+    REF_LAST,
+    REF_TAIL,
+    REF_VALUE,
+    parse_ref,
+    ref_for,
+    write_rows,
+)
+from threadloom.errors import SerializationError
+from threadloom.messages import AIMessage, HumanMessage
+
+
+class State(TypedDict, total=False):
+    n: int
+    items: list[str]
+    messages: Annotated[list[Any], add_messages]
+
+
+def _chain(cp: Any) -> Any:
+    """START -> number -> listed -> reply -> bare -> END: a plain value, a list value, a
+    list appended by the reducer and one message appended by it."""
+
+    def number(s: State) -> dict[str, Any]:
+        return {"n": 7}
+
+    def listed(s: State) -> dict[str, Any]:
+        return {"items": ["a", "b"]}
+
+    def reply(s: State) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="two", id="m2"), AIMessage(content="three",
+                                                                         id="m3")]}
+
+    def bare(s: State) -> dict[str, Any]:
+        return {"messages": AIMessage(content="four", id="m4")}
+
+    g = StateGraph(State)
+    for name, fn in (("number", number), ("listed", listed), ("reply", reply), ("bare", bare)):
+        g.add_node(name, fn)
+    g.add_edge(START, "number")
+    g.add_edge("number", "listed")
+    g.add_edge("listed", "reply")
+    g.add_edge("reply", "bare")
+    g.add_edge("bare", END)
+    return g.compile(checkpointer=cp)
+
+
+CFG = {"configurable": {"thread_id": "refs"}}
+
+
+def _run(cp: Any) -> Any:
+    graph = _chain(cp)
+    graph.invoke({"messages": [HumanMessage(content="one", id="m1")]}, CFG)
+    return graph
+
+
+def _by_node(cp: Any, graph: Any) -> dict[str, list[tuple[str, Any]]]:
+    """node -> the (channel, value) pending writes saved against the checkpoint it ran
+    from, read through ``cp.get_tuple``."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for snap in graph.get_state_history(CFG):
+        saved = cp.get_tuple(snap.config)
+        for task in snap.tasks:
+            out[task.name] = [(w.channel, w.value) for w in saved.pending_writes
+                              if w.task_id == task.id]
+    return out
+
+
+def test_each_lone_write_reads_back_as_written(any_backend):
+    graph = _run(any_backend)
+    writes = _by_node(any_backend, graph)
+    assert writes["number"] == [("n", 7)]
+    assert writes["listed"] == [("items", ["a", "b"])]
+    assert writes["reply"] == [("messages", [AIMessage(content="two", id="m2"),
+                                             AIMessage(content="three", id="m3")])]
+    assert writes["bare"] == [("messages", AIMessage(content="four", id="m4"))]
+
+
+def test_history_shows_each_task_result(any_backend):
+    graph = _run(any_backend)
+    results = {t.name: t.result for s in graph.get_state_history(CFG) for t in s.tasks}
+    assert results["number"] == {"n": 7}
+    assert results["listed"] == {"items": ["a", "b"]}
+    assert results["reply"] == {"messages": [AIMessage(content="two", id="m2"),
+                                             AIMessage(content="three", id="m3")]}
+    assert results["bare"] == {"messages": AIMessage(content="four", id="m4")}
+
+
+def test_the_writes_are_stored_as_references_not_bytes_again(any_backend):
+    graph = _run(any_backend)
+    with any_backend._tx(False) as tx:
+        rows = tx.ns_writes("refs", "")
+    kinds = sorted(data[:2] for found in rows.values() for _, ch, data in found
+                   if ch in ("n", "items", "messages"))
+    # the input's writes (START's) are saved as bytes; the four lone tasks' by reference
+    assert kinds.count(REF_VALUE) == 2 and kinds.count(REF_TAIL) == 1
+    assert kinds.count(REF_LAST) == 1
+    assert graph.get_state(CFG).values["n"] == 7
+
+
+def test_a_replay_from_an_older_checkpoint_still_sees_the_writes(any_backend):
+    graph = _run(any_backend)
+    history = list(graph.get_state_history(CFG))
+    before_reply = next(s for s in history if s.next == ("reply",))
+    again = graph.invoke(None, before_reply.config)
+    assert [m.content for m in again["messages"]] == ["one", "two", "three", "four"]
+
+
+def test_a_reference_whose_checkpoint_is_gone_is_left_out(any_backend):
+    graph = _run(any_backend)
+    history = list(graph.get_state_history(CFG))
+    parent = next(s for s in history if s.next == ("number",))
+    child = next(s for s in history if s.next == ("listed",))
+    with any_backend._tx(True) as tx:
+        tx.delete_checkpoints("refs", "", [child.config["configurable"]["checkpoint_id"]])
+    saved = any_backend.get_tuple(parent.config)
+    assert [w.channel for w in saved.pending_writes if w.channel == "n"] == []
+
+
+def test_a_forged_reference_is_refused_naming_the_write(any_backend):
+    graph = _run(any_backend)
+    parent = next(s for s in graph.get_state_history(CFG) if s.next == ("number",))
+    cid = parent.config["configurable"]["checkpoint_id"]
+    with any_backend._tx(True) as tx:
+        tx.insert_writes("refs", "", cid, [("forged", 0, "n", b"\x00zbad")])
+    with pytest.raises(SerializationError, match="pending write 'n'"):
+        any_backend.get_tuple(parent.config)
+
+
+def test_ref_for_takes_only_the_very_objects_written():
+    msg = AIMessage(content="x", id="1")
+    listed = [msg]
+    assert ref_for(listed, listed, "c") == REF_VALUE + b"c"
+    assert ref_for([msg], [HumanMessage(content="h"), msg], "c") == REF_TAIL + b"1:c"
+    assert ref_for(msg, [msg], "c") == REF_LAST + b"c"
+    assert ref_for([AIMessage(content="x", id="1")], [msg], "c") is None  # equal, not same
+    assert ref_for(5, 6, "c") is None
+    assert ref_for([], [msg], "c") is None
+    child, take = parse_ref(REF_TAIL + b"2:abc")
+    assert child == "abc" and take([1, 2, 3]) == [2, 3]
+    with pytest.raises(ValueError):
+        parse_ref(REF_TAIL + b"0:abc")
+
+
+def test_write_rows_without_values_stores_bytes():
+    rows = write_rows([("n", 5), ("__interrupt__", [])], "t", {"__interrupt__": -3},
+                      lambda v, path="": repr(v).encode())
+    assert rows == [("t", 0, "n", b"5"), ("t", -3, "__interrupt__", b"[]")]
