@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
@@ -22,13 +23,11 @@ from threadloom.checkpoint.memory_rows import (
     blob_row,
     pack,
     pack_checkpoint,
-    pack_writes,
     row_bytes,
     row_data_at,
     row_fields,
     unpack,
     unpack_checkpoint,
-    unpack_writes,
 )
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
@@ -53,8 +52,9 @@ class _Ns:
     def __init__(self) -> None:
         self.checkpoints: dict[str, bytes] = {}
         self.blobs: dict[str, dict[str, bytes]] = {}
-        # cid -> the writes against it: pack_writes bytes, or (task_id, idx) -> (channel, data)
-        self.writes: dict[str, bytes | dict[tuple[str, int], tuple[str, bytes]]] = {}
+        # cid -> its writes: a flat tuple of (task_id, idx, channel, data) rows (atoms only:
+        # not GC-tracked for long), or (task_id, idx) -> (channel, data) once put_writes adds
+        self.writes: dict[str, tuple[Any, ...] | dict[tuple[str, int], tuple[str, bytes]]] = {}
         self.sorted = True  # checkpoints are in id order
         self.last = ""  # the greatest id inserted (perhaps deleted since)
 
@@ -66,12 +66,12 @@ class _Ns:
                 yield (channel, bid), BlobRow(base, snap, n, chain, row[at:])
 
 
-def _write_list(found: bytes | dict[tuple[str, int], tuple[str, bytes]]
+def _write_list(found: tuple[Any, ...] | dict[tuple[str, int], tuple[str, bytes]]
                 ) -> list[tuple[str, str, bytes]]:
     """``(task_id, channel, data)`` of the writes ``_Ns.writes`` holds for a checkpoint."""
-    if isinstance(found, bytes):
-        return [(task, ch, data) for task, _, ch, data in unpack_writes(found)]
-    return [(task, ch, data) for (task, _), (ch, data) in found.items()]
+    if type(found) is tuple:
+        return [(found[i], found[i + 2], found[i + 3]) for i in range(0, len(found), 4)]
+    return [(task, ch, data) for (task, _), (ch, data) in found.items()]  # type: ignore[union-attr]
 
 
 class _Locked:
@@ -248,10 +248,10 @@ class _MemoryTx:
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
     ) -> None:
         writes = self._ns_create(thread_id, ns).writes
-        slots = writes.get(cid)
-        if not isinstance(slots, dict):  # none yet, or packed by a fused save
-            slots = writes[cid] = {
-                (t, i): (ch, data) for t, i, ch, data in unpack_writes(slots or b"")}
+        slots: Any = writes.get(cid, ())
+        if type(slots) is tuple:  # none yet, or the flat rows of a fused save
+            slots = writes[cid] = {(slots[i], slots[i + 1]): (slots[i + 2], slots[i + 3])
+                                   for i in range(0, len(slots), 4)}
         for task_id, idx, channel, data in rows:
             if idx < 0 or (task_id, idx) not in slots:
                 slots[(task_id, idx)] = (channel, data)
@@ -348,7 +348,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 if key in space.writes:
                     self._txn.insert_writes(thread_id, ns, key, writes)
                 else:
-                    space.writes[key] = pack_writes(writes)
+                    space.writes[key] = tuple(chain.from_iterable(writes))
             if new:
                 self._insert_blobs(space, new)
             if cid > space.last:

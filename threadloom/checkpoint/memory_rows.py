@@ -2,9 +2,8 @@
 
 Blob data, and checkpoint rows of ``SMALL_CHECKPOINT`` bytes or more, are deflated with a
 preset dictionary (``pack``; ``unpack`` reads either form, a flag byte says which). A blob
-row is one bytes object holding its fields and data, and a pending write is a str key and
-a step's writes are one bytes object, so the store leaves no GC-tracked tuple or dict
-per saved blob or step.
+row is one bytes object holding its fields and data, so the store leaves no GC-tracked
+tuple per saved blob.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from threadloom.checkpoint.blob_rows import BlobRow
 __all__ = [
     "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row", "pack",
     "pack_checkpoint", "row_bytes", "row_data_at", "row_fields", "unpack",
-    "pack_writes", "unpack_checkpoint", "unpack_writes",
+    "unpack_checkpoint",
 ]
 
 # A preset dictionary of what checkpoint JSON is made of: small blobs compress 3-5x with it.
@@ -114,39 +113,3 @@ def unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
     parent = raw[1 : 1 + n].decode() or None
     size = int.from_bytes(raw[1 + n : 5 + n], "big")
     return parent, raw[5 + n : 5 + n + size], raw[5 + n + size :]
-
-
-# The writes saved with a checkpoint for its parent (``put_with_writes``: a step's lone
-# task) are kept as one bytes object per parent, rows of (task id, idx, channel, data):
-# no GC-tracked dict or tuple per saved step. Writes saved one task at a time
-# (``put_writes``) go to a dict ``write_key -> (channel, data)`` instead: appending to one
-# bytes object per task would copy the step's earlier writes each time.
-_WRITE_HEAD = struct.Struct(">HiHI")
-
-
-def pack_writes(rows: list[tuple[str, int, str, bytes]]) -> bytes:
-    """``(task_id, idx, channel, data)`` rows as one bytes object (see ``unpack_writes``)."""
-    if len(rows) == 1:  # a lone task's usual step: one write
-        task_id, idx, channel, data = rows[0]
-        t, c = task_id.encode(), channel.encode()
-        return _WRITE_HEAD.pack(len(t), idx, len(c), len(data)) + t + c + data
-    parts: list[bytes] = []
-    for task_id, idx, channel, data in rows:
-        t, c = task_id.encode(), channel.encode()
-        parts += (_WRITE_HEAD.pack(len(t), idx, len(c), len(data)), t, c, data)
-    return b"".join(parts)
-
-
-def unpack_writes(packed: bytes) -> list[tuple[str, int, str, bytes]]:
-    """The rows ``pack_writes`` packed, in order."""
-    out: list[tuple[str, int, str, bytes]] = []
-    at, end, size = 0, len(packed), _WRITE_HEAD.size
-    while at < end:
-        lt, idx, lc, ld = _WRITE_HEAD.unpack_from(packed, at)
-        at += size
-        task_id = packed[at : at + lt].decode()
-        channel = packed[at + lt : at + lt + lc].decode()
-        at += lt + lc
-        out.append((task_id, idx, channel, packed[at : at + ld]))
-        at += ld
-    return out

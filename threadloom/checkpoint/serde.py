@@ -157,8 +157,17 @@ class Codec(CodecReader):
             SerializationError: a value of an unsupported or unregistered type; ``path``
                 and ``type_name`` name it.
         """
-        try:
-            tree = self._enc(value)
+        t = type(value)
+        try:  # _enc, its first dispatch inlined: a step's writes are mostly small values
+            if t is dict:
+                tree = self._enc_dict(value)
+            elif t is list:
+                tree = self._enc_list(value)
+            elif t is str or t is bool or value is None or (
+                    t is int and -BIG_INT < value < BIG_INT):
+                tree = value
+            else:
+                tree = self._enc(value)
         except (_Unsupported, RecursionError):
             tree = self._deep_tree(value, path)  # or raises the error naming the path
         try:

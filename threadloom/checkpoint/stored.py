@@ -268,7 +268,8 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             rows = [(task_id, WRITES_IDX.get(ch, 0), ch, REF_VALUE + checkpoint["id"].encode())]
         else:
             rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps,
-                              checkpoint["channel_values"], checkpoint["id"])
+                              checkpoint["channel_values"], checkpoint["id"],
+                              self.codec.encrypt is None)
         return self._store(config, checkpoint, metadata, new_versions, rows)
 
     def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,

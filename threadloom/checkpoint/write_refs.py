@@ -33,6 +33,8 @@ __all__ = ["REF", "is_ref", "parse_ref", "ref_for", "resolve_writes", "write_row
 
 REF = b"\x00"
 REF_VALUE, REF_TAIL, REF_LAST = b"\x00v", b"\x00t", b"\x00l"
+_NONE = object()  # no such channel value
+_INT64 = 1 << 63
 
 
 def ref_for(value: Any, current: Any, child_id: str) -> bytes | None:
@@ -40,37 +42,58 @@ def ref_for(value: Any, current: Any, child_id: str) -> bytes | None:
     checkpoint ``child_id`` is ``current``, or None (its bytes must be stored)."""
     if value is current:
         return REF_VALUE + child_id.encode()
-    if type(current) is not list or not current:
+    return _in_list(value, current, child_id.encode()) if type(current) is list else None
+
+
+def _in_list(value: Any, current: list[Any], child: bytes) -> bytes | None:
+    """``ref_for`` of a list channel value (``current``) that ``value`` is not."""
+    if not current:
         return None
     if type(value) is list:
         n = len(value)
         if 0 < n <= len(current) and all(map(operator.is_, value, current[-n:])):
-            return b"%b%d:%b" % (REF_TAIL, n, child_id.encode())
+            return b"%b%d:%b" % (REF_TAIL, n, child)
         return None
     if current[-1] is value and type(value) not in (tuple, dict):
-        return REF_LAST + child_id.encode()
+        return REF_LAST + child
     return None
 
 
 def write_rows(
     writes: Sequence[tuple[str, Any]], task_id: str, index: Mapping[str, int],
     dumps: Callable[..., bytes], values: Mapping[str, Any] | None = None,
-    child_id: str = "",
+    child_id: str = "", plain: bool = False,
 ) -> list[tuple[str, int, str, bytes]]:
     """``writes`` as stored rows ``(task_id, idx, channel, data)``: the special channels
     have their own (negative) index in ``index``, so saving them again overwrites. Given
     the saved checkpoint's channel ``values`` and id, a write found in them is a
-    reference (``ref_for``).
+    reference (``ref_for``, inlined: this runs on every step). ``plain``: ``dumps``
+    writes plain JSON (no encryption), so ``None`` and an int are written here.
 
     Raises:
         SerializationError: a write the codec cannot store (path ``writes.<channel>``).
     """
     rows = []
+    child = child_id.encode()
+    same, last_one = REF_VALUE + child, REF_TAIL + b"1:" + child
+    get = (values or {}).get
     for i, (ch, v) in enumerate(writes):
-        data = None
-        if values is not None and ch in values:
-            data = ref_for(v, values[ch], child_id)
-        if data is None:
+        current = get(ch, _NONE)
+        ref = None
+        if current is v:
+            ref = same
+        elif type(current) is list and current:
+            if type(v) is list and len(v) == 1 and current[-1] is v[0]:  # one appended
+                ref = last_one
+            else:
+                ref = _in_list(v, current, child)
+        if ref is not None:
+            data = ref
+        elif plain and v is None:
+            data = b"null"
+        elif plain and type(v) is int and -_INT64 <= v < _INT64:
+            data = b"%d" % v
+        else:
             data = dumps(v, path="writes." + ch)
         rows.append((task_id, index.get(ch, i), ch, data))
     return rows
