@@ -158,3 +158,45 @@ def test_write_rows_without_values_stores_bytes():
     rows = write_rows([("n", 5), ("__interrupt__", [])], "t", {"__interrupt__": -3},
                       lambda v, path="": repr(v).encode())
     assert rows == [("t", 0, "n", b"5"), ("t", -3, "__interrupt__", b"[]")]
+
+
+class Item(TypedDict):
+    x: int
+
+
+class Kept(TypedDict, total=False):
+    objs: list[dict[str, int]]
+    messages: Annotated[list[Any], add_messages]
+    n: int
+
+
+def test_an_item_edited_in_place_later_does_not_change_what_history_shows(any_backend):
+    """A node that keeps the list it wrote and edits an item of it later (against the
+    rules, but it runs): the earlier step's pending write and ``result`` still show the
+    value written, as LangGraph's savers (and these writes before they were references)."""
+    kept: dict[str, Any] = {}
+
+    def a(s: Kept) -> dict[str, Any]:
+        kept["objs"] = [{"x": 1}]
+        kept["msg"] = AIMessage(content="first", id="m1")
+        return {"objs": kept["objs"], "messages": [kept["msg"]]}
+
+    def b(s: Kept) -> dict[str, Any]:
+        kept["objs"][0]["x"] = 99
+        kept["msg"].content = "edited"
+        return {"n": 1}
+
+    g = StateGraph(Kept)
+    g.add_node("a", a)
+    g.add_node("b", b)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    graph = g.compile(checkpointer=any_backend)
+    graph.invoke({"n": 0}, CFG)
+    snap = next(s for s in graph.get_state_history(CFG) if s.next == ("a",))
+    result = next(t.result for t in snap.tasks if t.name == "a")
+    assert result["objs"] == [{"x": 1}]
+    assert [m.content for m in result["messages"]] == ["first"]
+    saved = {w.channel: w.value for w in any_backend.get_tuple(snap.config).pending_writes}
+    assert saved["objs"] == [{"x": 1}] and saved["messages"][0].content == "first"

@@ -63,7 +63,7 @@ def pages(
     size = 1
     taken = 0
     batch: dict[tuple[str, str], Any] = {}  # (thread, ns) -> pending writes by checkpoint
-    children: dict[str, Any] = {}  # the refs of the row decoded last (see cp._tuple)
+    children: dict[str, Any] = {}  # what resolves pending-write references (cp._tuple)
     while True:
         out: list[Any] = []
         with cp._tx(False) as tx:  # noqa: SLF001

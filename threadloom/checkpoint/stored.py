@@ -5,10 +5,9 @@
 primitives (``Tx``) that each backend provides inside one transaction. The backends
 differ only in how rows are kept, so they pass the same conformance suite by design.
 
-A stored checkpoint that cannot be decoded (edited by hand, damaged on disk) raises
-``SerializationError`` (or ``CheckpointError`` for a missing blob) with a note naming the
-checkpoint and thread; other threads, and the other checkpoints of its thread when read
-one by one, stay readable.
+A checkpoint that cannot be decoded (edited by hand, damaged on disk) raises
+``SerializationError`` (``CheckpointError``: a missing blob) naming checkpoint and thread;
+the rest stays readable.
 
 A backend opened ``read_only`` (``SqliteCheckpointer(path, read_only=True)``,
 ``PostgresCheckpointer(conninfo, read_only=True)``) never writes: it creates and migrates
@@ -182,8 +181,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                children: dict[str, Any] | None = None) -> CheckpointTuple:
         """The decoded checkpoint of ``row``.
 
-        ``children`` (a listing's): the refs of the row decoded before, the child that
-        ``row``'s pending writes may reference (``write_refs``); ``row``'s replace them.
+        ``children``: a listing's ``_with_refs`` context (the refs of the row before).
 
         Raises:
             SerializationError: the record, metadata, a blob or a pending write is not
@@ -206,10 +204,9 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             writes = [PendingWrite(task_id, channel, loads(data))
                       for task_id, channel, data in written if not is_ref(data)]
             if len(writes) < len(written):
-                writes = self._with_refs(tx, row, written, children or {})
+                writes = self._with_refs(tx, row, written, {} if children is None else children)
             if children is not None:
-                children.clear()
-                children[row.checkpoint_id] = refs
+                children["refs"] = {row.checkpoint_id: refs}
             metadata = self._decode_metadata(row)
         except CheckpointError as exc:
             name_checkpoint(exc, row)
@@ -223,18 +220,21 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
 
     def _with_refs(self, tx: Tx, row: CkRow, written: builtins.list[tuple[str, str, bytes]],
                    children: dict[str, Any]) -> builtins.list[PendingWrite]:
-        """The pending writes of ``row``, references resolved (``resolve_writes``)."""
+        """``row``'s pending writes, references resolved from stored bytes (``write_refs``)."""
         thread_id, ns = row.thread_id, row.checkpoint_ns
+        reader = _Reader(tx, thread_id, ns)  # not self.blobs: its list items are the run's
+        stored = children.get("layer") or children.setdefault(
+            "layer", BlobLayer(self.codec, self.blobs.cache_size))
 
         def child_refs(child_id: str) -> Any:
             child = tx.checkpoint_row(thread_id, ns, child_id)
             return None if child is None else self._decode_record(child)[1]
 
         def decode(channel: str, ref: Ref) -> Any:
-            return self.blobs.decode(thread_id, ns, {channel: ref},
-                                     _Reader(tx, thread_id, ns))[channel]
+            return stored.decode(thread_id, ns, {channel: ref}, reader)[channel]
 
-        return resolve_writes(written, self.codec.loads, dict(children), child_refs, decode)
+        return resolve_writes(written, self.codec.loads, dict(children.get("refs") or {}),
+                              child_refs, decode)
 
     # -- writing --------------------------------------------------------------------------
 

@@ -16,8 +16,10 @@ encryption prefix). Its forms:
 - ``REF_TAIL + n + ":" + child id``: the write is a list, the last ``n`` items of it;
 - ``REF_LAST + child id``: the write is one item, the last one of it.
 
-The identity test (``is``) makes a reference exactly as good as the bytes it replaces: both
-are encodings, at the same moment, of the same objects.
+The identity test (``is``) makes a reference as good as the bytes it replaces: both are
+encodings, at the same moment, of the same objects. So a reference is resolved from the
+stored bytes, never from this process's decoded values (whose list items are the run's
+own objects, which a node may still edit in place).
 """
 
 from __future__ import annotations
