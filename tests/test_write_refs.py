@@ -200,3 +200,35 @@ def test_an_item_edited_in_place_later_does_not_change_what_history_shows(any_ba
     assert [m.content for m in result["messages"]] == ["first"]
     saved = {w.channel: w.value for w in any_backend.get_tuple(snap.config).pending_writes}
     assert saved["objs"] == [{"x": 1}] and saved["messages"][0].content == "first"
+
+
+def test_in_memory_a_step_of_one_plain_write_adds_no_object_to_the_store():
+    """InMemoryCheckpointer keeps such a write as the id of the checkpoint saved with it
+    (an existing str) and names task and channel inside that checkpoint's row."""
+    from threadloom import InMemoryCheckpointer
+    from threadloom.checkpoint.memory_rows import (
+        checkpoint_lone,
+        pack_checkpoint,
+        unpack_checkpoint,
+    )
+
+    cp = InMemoryCheckpointer()
+    graph = _run(cp)
+    space = cp._data["refs"][""]
+    number = next(s for s in graph.get_state_history(CFG) if s.next == ("number",))
+    parent = number.config["configurable"]["checkpoint_id"]
+    child = space.writes[parent]
+    assert type(child) is str and child in space.checkpoints
+    task = number.tasks[0].id
+    assert checkpoint_lone(space.checkpoints[child]) == f"{task}\x00n".encode()
+    # another write against the same checkpoint keeps the first (the dict form)
+    with cp._tx(True) as tx:
+        tx.insert_writes("refs", "", parent, [("other", 0, "items", b'["z"]')])
+    saved = cp.get_tuple(number.config).pending_writes
+    assert [(w.task_id, w.channel, w.value) for w in saved] == [
+        (task, "n", 7), ("other", "items", ["z"])]
+    # the row layout round-trips, deflated (a large row) or not
+    for record in (b"r", b"r" * 5000):
+        row = pack_checkpoint("p", record, b"m", b"t\x00c")
+        assert unpack_checkpoint(row) == ("p", record, b"m") and checkpoint_lone(row) == b"t\x00c"
+    assert checkpoint_lone(pack_checkpoint(None, b"r", b"m")) == b""

@@ -21,6 +21,7 @@ from threadloom.checkpoint.memory_rows import (
     RAW,
     SMALL,
     blob_row,
+    lone_write,
     pack,
     pack_checkpoint,
     row_bytes,
@@ -28,9 +29,12 @@ from threadloom.checkpoint.memory_rows import (
     row_fields,
     unpack,
     unpack_checkpoint,
+    write_list,
+    write_slots,
 )
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
+from threadloom.checkpoint.write_refs import REF_VALUE
 
 
 class _Ns:
@@ -52,9 +56,7 @@ class _Ns:
     def __init__(self) -> None:
         self.checkpoints: dict[str, bytes] = {}
         self.blobs: dict[str, dict[str, bytes]] = {}
-        # cid -> its writes: a flat tuple of (task_id, idx, channel, data) rows (atoms only:
-        # not GC-tracked for long), or (task_id, idx) -> (channel, data) once put_writes adds
-        self.writes: dict[str, tuple[Any, ...] | dict[tuple[str, int], tuple[str, bytes]]] = {}
+        self.writes: dict[str, Any] = {}  # cid -> its writes, in a form of memory_rows
         self.sorted = True  # checkpoints are in id order
         self.last = ""  # the greatest id inserted (perhaps deleted since)
 
@@ -64,14 +66,6 @@ class _Ns:
             for bid, row in rows.items():
                 base, snap, n, chain, at = row_fields(row)
                 yield (channel, bid), BlobRow(base, snap, n, chain, row[at:])
-
-
-def _write_list(found: tuple[Any, ...] | dict[tuple[str, int], tuple[str, bytes]]
-                ) -> list[tuple[str, str, bytes]]:
-    """``(task_id, channel, data)`` of the writes ``_Ns.writes`` holds for a checkpoint."""
-    if type(found) is tuple:
-        return [(found[i], found[i + 2], found[i + 3]) for i in range(0, len(found), 4)]
-    return [(task, ch, data) for (task, _), (ch, data) in found.items()]  # type: ignore[union-attr]
 
 
 class _Locked:
@@ -238,20 +232,18 @@ class _MemoryTx:
     def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]:
         space = self._ns(thread_id, ns)
         found = space.writes.get(cid) if space else None
-        return _write_list(found) if found else []
+        return write_list(found, space.checkpoints) if found and space else []
 
     def ns_writes(self, thread_id: str, ns: str) -> dict[str, list[tuple[str, str, bytes]]]:
         space = self._ns(thread_id, ns)
-        return {cid: _write_list(found) for cid, found in space.writes.items()} if space else {}
+        return {cid: write_list(found, space.checkpoints)
+                for cid, found in space.writes.items()} if space else {}
 
     def insert_writes(
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
     ) -> None:
-        writes = self._ns_create(thread_id, ns).writes
-        slots: Any = writes.get(cid, ())
-        if type(slots) is tuple:  # none yet, or the flat rows of a fused save
-            slots = writes[cid] = {(slots[i], slots[i + 1]): (slots[i + 2], slots[i + 3])
-                                   for i in range(0, len(slots), 4)}
+        space = self._ns_create(thread_id, ns)
+        slots = space.writes[cid] = write_slots(space.writes.get(cid, ()), space.checkpoints)
         for task_id, idx, channel, data in rows:
             if idx < 0 or (task_id, idx) not in slots:
                 slots[(task_id, idx)] = (channel, data)
@@ -294,6 +286,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
     """
 
     inline_io = True
+    lone_ids = True  # see memory_rows: a step's one write of its checkpoint's value
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -325,7 +318,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
         return self._locked
 
     def _commit(self, row: CkRow, new: list[NewBlob], token: int | None,
-                writes: list[tuple[str, int, str, bytes]] | None = None) -> int:
+                writes: Any = None) -> int:
         # As StoredCheckpointer._commit with the _MemoryTx primitives it calls
         # (_check_base, insert_checkpoint) inlined: this runs on every save.
         thread_id, ns, cid, parent_id, record, metadata = row
@@ -343,9 +336,16 @@ class InMemoryCheckpointer(StoredCheckpointer):
                         new[i] = self.blobs.snapshot(blob)
             if space is None:
                 space = self._txn._ns_create(thread_id, ns)
-            if writes:  # the writes of the step's task, against the parent (as insert_writes)
+            lone = b""
+            if writes:  # the step's task's writes, against the parent (memory_rows' forms)
                 key = parent_id or ""
-                if key in space.writes:
+                if type(writes) is tuple:  # (task_id, channel): one write of our own value
+                    lone = b"" if key in space.writes else lone_write(*writes) or b""
+                    if not lone:
+                        writes = [(writes[0], 0, writes[1], REF_VALUE + cid.encode())]
+                if lone:
+                    space.writes[key] = cid
+                elif key in space.writes:
                     self._txn.insert_writes(thread_id, ns, key, writes)
                 else:
                     space.writes[key] = tuple(chain.from_iterable(writes))
@@ -355,7 +355,7 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 space.last = cid
             elif space.checkpoints:
                 space.sorted = False
-            space.checkpoints[cid] = pack_checkpoint(parent_id, record, metadata)
+            space.checkpoints[cid] = pack_checkpoint(parent_id, record, metadata, lone)
             if self.ttl_seconds is not None or thread_id in self._threads:
                 self._touch(self._txn, thread_id)
             return len(space.checkpoints) if self.keep_latest else 0

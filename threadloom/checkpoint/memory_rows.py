@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 from threadloom.checkpoint.blob_rows import BlobRow
+from threadloom.checkpoint.write_refs import REF_VALUE
 
 __all__ = [
-    "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row", "pack",
+    "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row",
+    "checkpoint_lone", "lone_write", "pack", "write_list", "write_slots",
     "pack_checkpoint", "row_bytes", "row_data_at", "row_fields", "unpack",
     "unpack_checkpoint",
 ]
@@ -54,12 +57,16 @@ def unpack(data: bytes) -> bytes:
     return d.decompress(data[1:]) + d.flush()
 
 
-def pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes) -> bytes:
+def pack_checkpoint(parent_id: str | None, record: bytes, metadata: bytes, lone: bytes = b""
+                    ) -> bytes:
+    """A checkpoint row: the parent id, ``lone`` (at most 255 bytes: the write its step's
+    one task saved against the parent, see ``InMemoryCheckpointer``), record, metadata."""
     head = parent_id.encode() if parent_id else b""
     n = len(head)
     size = len(record)
-    parts = (RAW, _LENGTHS[n], head, size.to_bytes(4, "big"), record, metadata)
-    if n + size + len(metadata) + 5 < SMALL_CHECKPOINT:
+    parts = (RAW, _LENGTHS[n], head, _LENGTHS[len(lone)], lone, size.to_bytes(4, "big"),
+             record, metadata)
+    if n + len(lone) + size + len(metadata) + 6 < SMALL_CHECKPOINT:
         return b"".join(parts)
     return pack(b"".join(parts[1:]), SMALL_CHECKPOINT)
 
@@ -108,8 +115,58 @@ def blob_row(row: bytes) -> BlobRow:
 
 
 def unpack_checkpoint(data: bytes) -> tuple[str | None, bytes, bytes]:
+    """``(parent id, record, metadata)`` of a row ``pack_checkpoint`` wrote."""
     raw = unpack(data)
     n = raw[0]
     parent = raw[1 : 1 + n].decode() or None
-    size = int.from_bytes(raw[1 + n : 5 + n], "big")
-    return parent, raw[5 + n : 5 + n + size], raw[5 + n + size :]
+    at = 2 + n + raw[1 + n]
+    size = int.from_bytes(raw[at : at + 4], "big")
+    return parent, raw[at + 4 : at + 4 + size], raw[at + 4 + size :]
+
+
+def checkpoint_lone(data: bytes) -> bytes:
+    """The ``lone`` part of a row ``pack_checkpoint`` wrote (``b""``: none)."""
+    raw = unpack(data)
+    n = raw[0]
+    return raw[2 + n : 2 + n + raw[1 + n]]
+
+
+# The writes against a checkpoint (``_Ns.writes[cid]``) take one of three forms:
+# - a str, the id of the checkpoint saved with them (``put_with_writes``) when they are one
+#   write of the value that checkpoint holds: its row's ``lone`` part names the task and
+#   channel (``lone_write``), so such a step adds no object to the store;
+# - a flat tuple of ``(task_id, idx, channel, data)`` rows (``put_with_writes``; atoms
+#   only, so the collector soon stops tracking it);
+# - a dict ``(task_id, idx) -> (channel, data)``, once ``put_writes`` adds to them.
+
+
+def lone_write(task_id: str, channel: str) -> bytes | None:
+    """The ``lone`` part naming a task's one write, or None when it would not fit."""
+    lone = b"%b\x00%b" % (task_id.encode(), channel.encode())
+    return lone if len(lone) < 256 else None
+
+
+def write_list(found: Any, checkpoints: dict[str, bytes]) -> list[tuple[str, str, bytes]]:
+    """``(task_id, channel, data)`` of the writes ``found`` (any form above); a child
+    checkpoint deleted since leaves none."""
+    if type(found) is str:
+        row = checkpoints.get(found)
+        lone = checkpoint_lone(row) if row is not None else b""
+        if not lone:
+            return []
+        task, _, channel = lone.partition(b"\x00")
+        return [(task.decode(), channel.decode(), REF_VALUE + found.encode())]
+    if type(found) is tuple:
+        return [(found[i], found[i + 2], found[i + 3]) for i in range(0, len(found), 4)]
+    return [(task, ch, data) for (task, _), (ch, data) in found.items()]
+
+
+def write_slots(found: Any, checkpoints: dict[str, bytes]
+                ) -> dict[tuple[str, int], tuple[str, bytes]]:
+    """The writes ``found`` as the dict form (``found`` itself if it is one)."""
+    if type(found) is dict:
+        return found
+    if type(found) is str:
+        return {(task, 0): (ch, data) for task, ch, data in write_list(found, checkpoints)}
+    return {(found[i], found[i + 1]): (found[i + 2], found[i + 3])
+            for i in range(0, len(found), 4)}

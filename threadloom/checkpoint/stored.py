@@ -99,6 +99,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         self._parents = LRU(cache_size)
 
     read_only = False  # a backend opened read-only sets it (see the module doc)
+    lone_ids = False  # _commit takes (task_id, channel) for one write of the new value
 
     def _tx(self, write: bool) -> AbstractContextManager[Tx]:
         raise NotImplementedError
@@ -125,12 +126,9 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         return None
 
     def list(
-        self,
-        config: Mapping[str, Any] | None,
-        *,
+        self, config: Mapping[str, Any] | None, *,
         filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name
-        before: Mapping[str, Any] | None = None,
-        limit: int | None = None,
+        before: Mapping[str, Any] | None = None, limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """See ``BaseCheckpointer.list``: lazy, each checkpoint decoded as the caller gets
         to it, in pages of short read transactions (``listing.py``). Metadata filters
@@ -264,8 +262,10 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         ``config`` must name) and the checkpoint in one transaction (PostgreSQL: one
         round trip); raises as ``put`` and ``put_writes``."""
         ch, v = writes[0] if len(writes) == 1 else ("", None)
+        rows: Any
         if ch and checkpoint["channel_values"].get(ch, _NONE) is v:  # the usual step
-            rows = [(task_id, WRITES_IDX.get(ch, 0), ch, REF_VALUE + checkpoint["id"].encode())]
+            rows = (task_id, ch) if self.lone_ids else [
+                (task_id, WRITES_IDX.get(ch, 0), ch, REF_VALUE + checkpoint["id"].encode())]
         else:
             rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps,
                               checkpoint["channel_values"], checkpoint["id"],
@@ -274,7 +274,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
 
     def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,
                metadata: Mapping[str, Any], new_versions: Mapping[str, int],
-               writes: builtins.list[tuple[str, int, str, bytes]] | None) -> dict[str, Any]:
+               writes: Any) -> dict[str, Any]:
         thread_id, ns, parent_id = thread_config(config)
         if writes and parent_id is None:
             raise CheckpointError("put_writes needs a config naming a checkpoint_id")
