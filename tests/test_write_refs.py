@@ -16,7 +16,6 @@ from threadloom.checkpoint.write_refs import (
     REF_TAIL,
     REF_VALUE,
     parse_ref,
-    ref_for,
     write_rows,
 )
 from threadloom.errors import SerializationError
@@ -139,15 +138,23 @@ def test_a_forged_reference_is_refused_naming_the_write(any_backend):
         any_backend.get_tuple(parent.config)
 
 
-def test_ref_for_takes_only_the_very_objects_written():
+def _ref(value: Any, current: Any) -> bytes | None:
+    """What ``write_rows`` stores for a write of ``value`` to a channel holding
+    ``current`` in checkpoint "c", when it is a reference (None: its bytes)."""
+    data = write_rows([("ch", value)], "t", {}, lambda v, path="": b"bytes", {"ch": current},
+                      "c")[0][3]
+    return data if data != b"bytes" else None
+
+
+def test_a_reference_takes_only_the_very_objects_written():
     msg = AIMessage(content="x", id="1")
     listed = [msg]
-    assert ref_for(listed, listed, "c") == REF_VALUE + b"c"
-    assert ref_for([msg], [HumanMessage(content="h"), msg], "c") == REF_TAIL + b"1:c"
-    assert ref_for(msg, [msg], "c") == REF_LAST + b"c"
-    assert ref_for([AIMessage(content="x", id="1")], [msg], "c") is None  # equal, not same
-    assert ref_for(5, 6, "c") is None
-    assert ref_for([], [msg], "c") is None
+    assert _ref(listed, listed) == REF_VALUE + b"c"
+    assert _ref([msg], [HumanMessage(content="h"), msg]) == REF_TAIL + b"1:c"
+    assert _ref(msg, [msg]) == REF_LAST + b"c"
+    assert _ref([AIMessage(content="x", id="1")], [msg]) is None  # equal, not same
+    assert _ref(5, 6) is None
+    assert _ref([], [msg]) is None
     child, take = parse_ref(REF_TAIL + b"2:abc")
     assert child == "abc" and take([1, 2, 3]) == [2, 3]
     with pytest.raises(ValueError):
@@ -158,10 +165,6 @@ def test_write_rows_without_values_stores_bytes():
     rows = write_rows([("n", 5), ("__interrupt__", [])], "t", {"__interrupt__": -3},
                       lambda v, path="": repr(v).encode())
     assert rows == [("t", 0, "n", b"5"), ("t", -3, "__interrupt__", b"[]")]
-
-
-class Item(TypedDict):
-    x: int
 
 
 class Kept(TypedDict, total=False):

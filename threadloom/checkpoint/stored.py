@@ -48,13 +48,12 @@ from threadloom.checkpoint.records import (
 from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.tx import WRITES_IDX, CkRow, Tx, check_schema
-from threadloom.checkpoint.write_refs import REF_VALUE, is_ref, resolve_writes, write_rows
+from threadloom.checkpoint.write_refs import NO_VALUE, is_ref, resolve_writes, write_rows
 from threadloom.errors import CheckpointError
 
 __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
 
 _new_row = tuple.__new__  # CkRow(...) without the Python-level __new__ of a NamedTuple
-_NONE = object()  # no such channel value
 
 
 class _Reader:
@@ -261,15 +260,14 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         """See ``BaseCheckpointer.put_with_writes``: the writes (against the parent, which
         ``config`` must name) and the checkpoint in one transaction (PostgreSQL: one
         round trip); raises as ``put`` and ``put_writes``."""
-        ch, v = writes[0] if len(writes) == 1 else ("", None)
+        values = checkpoint["channel_values"]
         rows: Any
-        if ch and checkpoint["channel_values"].get(ch, _NONE) is v:  # the usual step
-            rows = (task_id, ch) if self.lone_ids else [
-                (task_id, WRITES_IDX.get(ch, 0), ch, REF_VALUE + checkpoint["id"].encode())]
+        if self.lone_ids and len(writes) == 1 and values.get(writes[0][0], NO_VALUE) is (
+                writes[0][1]):  # the usual step: the store names task and channel itself
+            rows = (task_id, writes[0][0])
         else:
-            rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps,
-                              checkpoint["channel_values"], checkpoint["id"],
-                              self.codec.encrypt is None)
+            rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps, values,
+                              checkpoint["id"], self.codec.encrypt is None)
         return self._store(config, checkpoint, metadata, new_versions, rows)
 
     def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,

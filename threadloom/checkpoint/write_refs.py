@@ -31,24 +31,18 @@ from typing import Any
 from threadloom.checkpoint.base import PendingWrite
 from threadloom.checkpoint.records import bad_shape
 
-__all__ = ["REF", "is_ref", "parse_ref", "ref_for", "resolve_writes", "write_rows"]
+__all__ = ["NO_VALUE", "REF", "is_ref", "parse_ref", "resolve_writes", "write_rows"]
 
 REF = b"\x00"
 REF_VALUE, REF_TAIL, REF_LAST = b"\x00v", b"\x00t", b"\x00l"
-_NONE = object()  # no such channel value
+NO_VALUE = object()  # a channel the checkpoint holds no value for
 _INT64 = 1 << 63
 
 
-def ref_for(value: Any, current: Any, child_id: str) -> bytes | None:
-    """The reference that stands for a write of ``value`` to a channel whose value in the
-    checkpoint ``child_id`` is ``current``, or None (its bytes must be stored)."""
-    if value is current:
-        return REF_VALUE + child_id.encode()
-    return _in_list(value, current, child_id.encode()) if type(current) is list else None
-
-
 def _in_list(value: Any, current: list[Any], child: bytes) -> bytes | None:
-    """``ref_for`` of a list channel value (``current``) that ``value`` is not."""
+    """The reference for a write of ``value`` to a list channel whose value in the child
+    checkpoint ``child`` (its id) is ``current``, ``value`` not being that list itself;
+    None when ``value`` is not its tail (or last item) object by object."""
     if not current:
         return None
     if type(value) is list:
@@ -69,26 +63,21 @@ def write_rows(
     """``writes`` as stored rows ``(task_id, idx, channel, data)``: the special channels
     have their own (negative) index in ``index``, so saving them again overwrites. Given
     the saved checkpoint's channel ``values`` and id, a write found in them is a
-    reference (``ref_for``, inlined: this runs on every step). ``plain``: ``dumps``
-    writes plain JSON (no encryption), so ``None`` and an int are written here.
+    reference: ``REF_VALUE`` when it is the very object the channel holds, else a list's
+    tail (``_in_list``). ``plain``: ``dumps`` writes plain JSON (no encryption), so
+    ``None`` and an int are written here.
 
     Raises:
         SerializationError: a write the codec cannot store (path ``writes.<channel>``).
     """
     rows = []
     child = child_id.encode()
-    same, last_one = REF_VALUE + child, REF_TAIL + b"1:" + child
+    same = REF_VALUE + child
     get = (values or {}).get
     for i, (ch, v) in enumerate(writes):
-        current = get(ch, _NONE)
-        ref = None
-        if current is v:
-            ref = same
-        elif type(current) is list and current:
-            if type(v) is list and len(v) == 1 and current[-1] is v[0]:  # one appended
-                ref = last_one
-            else:
-                ref = _in_list(v, current, child)
+        current = get(ch, NO_VALUE)
+        ref = same if current is v else (
+            _in_list(v, current, child) if type(current) is list else None)
         if ref is not None:
             data = ref
         elif plain and v is None:
