@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.leases import pid_space
+from threadloom.engine.heartbeat import HEARTBEATS
 from threadloom.errors import ThreadBusyError
 from threadloom.workers import to_worker
 
@@ -59,7 +60,7 @@ class ThreadLease:
         self.thread_id = thread_id
         self.token = token
         self.renewed_at = time.monotonic()
-        self.heartbeat: _Heartbeat | None = None
+        self.heartbeat: int | None = None  # its key in HEARTBEATS
 
     @classmethod
     async def acquire(cls, cp: Any, loop: RunLoop, busy_timeout: float) -> ThreadLease | None:
@@ -90,9 +91,19 @@ class ThreadLease:
         conf["__lease_token"] = token
         lease = cls(cp, loop, thread_id, token)
         loop.lease = lease
-        lease.heartbeat = _Heartbeat(cp, thread_id, token)
-        lease.heartbeat.start()
+        lease.heartbeat = HEARTBEATS.add(lease.beat, HEARTBEAT_S or LEASE_TTL_S / 4)
         return lease
+
+    def beat(self) -> bool:
+        """Renew the lease from the heartbeat thread, so a live run keeps its thread
+        through a node longer than ``LEASE_TTL_S`` and a dead one (a crash, a SIGSTOP)
+        loses it when it expires. False once the lease was taken or broken (the run's
+        next write is fenced)."""
+        try:
+            self.cp.renew_lease(self.thread_id, self.token, LEASE_TTL_S)
+        except ThreadBusyError:
+            return False
+        return True
 
     async def renew_if_due(self) -> None:
         """Extend the lease when half its time-to-live has passed."""
@@ -103,29 +114,9 @@ class ThreadLease:
     async def release(self) -> None:
         """Give the thread back (a stale token is ignored by the checkpointer)."""
         if self.heartbeat is not None:
-            self.heartbeat.stop.set()
+            HEARTBEATS.remove(self.heartbeat)
         self.loop.config["configurable"].pop("__lease_token", None)
         await _call(self.loop, self.cp.release_lease, self.thread_id, self.token)
-
-
-class _Heartbeat(threading.Thread):
-    """Renews a held lease every ``HEARTBEAT_S`` until ``stop`` is set, so a live run
-    keeps its thread through a node that takes longer than ``LEASE_TTL_S``, and a dead
-    one (a crash, a SIGSTOP) loses it when the lease expires."""
-
-    def __init__(self, cp: Any, thread_id: str, token: int) -> None:
-        super().__init__(name=f"threadloom-lease-{thread_id}", daemon=True)
-        self.cp, self.thread_id, self.token = cp, thread_id, token
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.wait(HEARTBEAT_S or LEASE_TTL_S / 4):
-            try:
-                self.cp.renew_lease(self.thread_id, self.token, LEASE_TTL_S)
-            except ThreadBusyError:
-                return  # the lease was taken or broken: the run's next write is fenced
-            except Exception:  # noqa: BLE001, S112 - the store is unreachable: next beat
-                continue
 
 
 async def _call(loop: RunLoop, fn: Any, *args: Any) -> Any:
