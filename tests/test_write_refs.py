@@ -235,3 +235,62 @@ def test_in_memory_a_step_of_one_plain_write_adds_no_object_to_the_store():
         row = pack_checkpoint("p", record, b"m", b"t\x00c")
         assert unpack_checkpoint(row) == ("p", record, b"m") and checkpoint_lone(row) == b"t\x00c"
     assert checkpoint_lone(pack_checkpoint(None, b"r", b"m")) == b""
+
+
+def _counting_graph(cp: Any, usage: dict[str, int]) -> Any:
+    """One node writing a reducer counter (an int), a dict tally it keeps a handle on, a
+    float, a str and one message: several writes, none of them the key's new value."""
+
+    class Tally(TypedDict, total=False):
+        steps: Annotated[int, lambda a, b: (a or 10) + b]
+        usage: Annotated[dict[str, int], lambda a, b: {**(a or {}), **b}]
+        ratio: Annotated[float, lambda a, b: b * 2]
+        label: Annotated[str, lambda a, b: (a or "") + b + "!"]
+        messages: Annotated[list[Any], add_messages]
+
+    def count(s: Tally) -> dict[str, Any]:
+        return {"steps": 1, "usage": usage, "ratio": 0.25, "label": "x",
+                "messages": [AIMessage(content="hi", id="a1")]}
+
+    g = StateGraph(Tally)
+    g.add_node("count", count)
+    g.add_edge(START, "count")
+    g.add_edge("count", END)
+    return g.compile(checkpointer=cp)
+
+
+def test_in_memory_other_lone_writes_keep_immutable_values_as_they_are():
+    """InMemoryCheckpointer keeps a step's ints, floats, strs and small dicts of them as
+    values (a dict copied), encoding them only when read: what is read back is what was
+    written, even if the node changes its dict afterwards; with an encrypted codec every
+    write is stored as the codec's bytes."""
+    from threadloom import InMemoryCheckpointer
+    from threadloom.checkpoint.serde import Codec
+
+    for codec, kept in ((None, True), (Codec(encrypt=lambda b: b[::-1],
+                                             decrypt=lambda b: b[::-1]), False)):
+        cp = InMemoryCheckpointer(codec=codec)
+        usage = {"input_tokens": 3}
+        graph = _counting_graph(cp, usage)
+        graph.invoke({"messages": []}, CFG)
+        usage["input_tokens"] = 99  # the node's own dict, changed after its step
+        snap = next(s for s in graph.get_state_history(CFG) if s.next == ("count",))
+        parent = snap.config["configurable"]["checkpoint_id"]
+        found = cp._data["refs"][""].writes[parent]
+        child = graph.get_state(CFG).config["configurable"]["checkpoint_id"]
+        assert type(found) is tuple and found[:2] == (child, snap.tasks[0].id)
+        stored = dict(zip(found[2::2], found[3::2], strict=True))
+        assert (stored["steps"] == 1 and stored["usage"] == {"input_tokens": 3}
+                and stored["usage"] is not usage) is kept
+        assert stored["messages"] == b"\x00t1:"  # a reference, its child named once
+        saved = {w.channel: w.value for w in cp.get_tuple(snap.config).pending_writes}
+        assert saved["steps"] == 1 and saved["usage"] == {"input_tokens": 3}
+        assert saved["ratio"] == 0.25 and saved["label"] == "x"
+        assert [m.content for m in saved["messages"]] == ["hi"]
+        assert snap.tasks[0].result["usage"] == {"input_tokens": 3}
+        # a later put_writes against the same checkpoint adds to the kept writes
+        with cp._tx(True) as tx:
+            tx.insert_writes("refs", "", parent, [("other", 0, "label", cp.codec.dumps("z"))])
+        again = [(w.task_id, w.channel, w.value) for w in cp.get_tuple(snap.config).pending_writes]
+        assert again[-1] == ("other", "label", "z") and len(again) == 6
+        assert (snap.tasks[0].id, "usage", {"input_tokens": 3}) in again

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from itertools import chain
 from typing import Any
 
 from threadloom.checkpoint.blob_rows import BlobRow, NewBlob
@@ -21,6 +20,8 @@ from threadloom.checkpoint.memory_rows import (
     RAW,
     SMALL,
     blob_row,
+    kept_rows,
+    kept_writes,
     lone_write,
     pack,
     pack_checkpoint,
@@ -34,7 +35,7 @@ from threadloom.checkpoint.memory_rows import (
 )
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
-from threadloom.checkpoint.write_refs import REF_VALUE
+from threadloom.checkpoint.write_refs import NO_VALUE, REF_VALUE
 
 
 class _Ns:
@@ -45,10 +46,8 @@ class _Ns:
     resident. Smaller checkpoint rows (~120 bytes for such a thread) are kept raw, as
     deflating one would cost as much as the rest of a save.
 
-    Blobs are kept as ``channel -> blob id -> row bytes`` (``row_bytes``): str keys and
-    bytes values are not tracked by the garbage collector, so a saved blob adds no
-    object that collections must visit (a ``(channel, id)`` tuple and a ``BlobRow`` per
-    blob made the collector run every ~17 agent runs).
+    Blobs are kept as ``channel -> blob id -> row bytes`` (``row_bytes``): the collector
+    tracks neither, so a saved blob adds no object that collections must visit.
     """
 
     __slots__ = ("checkpoints", "blobs", "writes", "sorted", "last")
@@ -69,11 +68,8 @@ class _Ns:
 
 
 class _Locked:
-    """``with store._tx(...) as tx``: the store's lock held around its primitives.
-
-    A plain class rather than a generator-based context manager: it is entered on every
-    write, and this costs a fraction of one.
-    """
+    """``with store._tx(...) as tx``: the store's lock held around its primitives (a plain
+    class: entered on every write, it costs a fraction of a generator-based one)."""
 
     __slots__ = ("lock", "tx")
 
@@ -94,6 +90,10 @@ class _MemoryTx:
 
     def __init__(self, store: InMemoryCheckpointer) -> None:
         self.s = store
+
+    @property
+    def dumps(self) -> Any:  # encodes the values kept_writes kept, when they are read
+        return self.s.codec.dumps
 
     def _ns(self, thread_id: str, ns: str) -> _Ns | None:
         spaces = self.s._data.get(thread_id)
@@ -232,18 +232,19 @@ class _MemoryTx:
     def writes(self, thread_id: str, ns: str, cid: str) -> list[tuple[str, str, bytes]]:
         space = self._ns(thread_id, ns)
         found = space.writes.get(cid) if space else None
-        return write_list(found, space.checkpoints) if found and space else []
+        return write_list(found, space.checkpoints, self.dumps) if found and space else []
 
     def ns_writes(self, thread_id: str, ns: str) -> dict[str, list[tuple[str, str, bytes]]]:
         space = self._ns(thread_id, ns)
-        return {cid: write_list(found, space.checkpoints)
+        return {cid: write_list(found, space.checkpoints, self.dumps)
                 for cid, found in space.writes.items()} if space else {}
 
     def insert_writes(
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
     ) -> None:
         space = self._ns_create(thread_id, ns)
-        slots = space.writes[cid] = write_slots(space.writes.get(cid, ()), space.checkpoints)
+        slots = space.writes[cid] = write_slots(space.writes.get(cid, {}), space.checkpoints,
+                                                self.dumps)
         for task_id, idx, channel, data in rows:
             if idx < 0 or (task_id, idx) not in slots:
                 slots[(task_id, idx)] = (channel, data)
@@ -286,21 +287,14 @@ class InMemoryCheckpointer(StoredCheckpointer):
     """
 
     inline_io = True
-    lone_ids = True  # see memory_rows: a step's one write of its checkpoint's value
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if any(getattr(cls, m) is not getattr(InMemoryCheckpointer, m) for m in _ASYNC_METHODS):
             cls.inline_io = False
 
-    def __init__(
-        self,
-        *,
-        codec: Codec | None = None,
-        keep_latest: int | None = None,
-        ttl_seconds: float | None = None,
-        cache_size: int = 256,
-    ) -> None:
+    def __init__(self, *, codec: Codec | None = None, keep_latest: int | None = None,
+                 ttl_seconds: float | None = None, cache_size: int = 256) -> None:
         super().__init__(
             codec=codec, keep_latest=keep_latest, ttl_seconds=ttl_seconds, cache_size=cache_size
         )
@@ -342,13 +336,13 @@ class InMemoryCheckpointer(StoredCheckpointer):
                 if type(writes) is tuple:  # (task_id, channel): one write of our own value
                     lone = b"" if key in space.writes else lone_write(*writes) or b""
                     if not lone:
-                        writes = [(writes[0], 0, writes[1], REF_VALUE + cid.encode())]
+                        writes = [cid, writes[0], writes[1], REF_VALUE]
                 if lone:
                     space.writes[key] = cid
                 elif key in space.writes:
-                    self._txn.insert_writes(thread_id, ns, key, writes)
+                    self._txn.insert_writes(thread_id, ns, key, kept_rows(writes, self._txn.dumps))
                 else:
-                    space.writes[key] = tuple(chain.from_iterable(writes))
+                    space.writes[key] = tuple(writes)
             if new:
                 self._insert_blobs(space, new)
             if cid > space.last:
@@ -359,6 +353,12 @@ class InMemoryCheckpointer(StoredCheckpointer):
             if self.ttl_seconds is not None or thread_id in self._threads:
                 self._touch(self._txn, thread_id)
             return len(space.checkpoints) if self.keep_latest else 0
+
+    def _lone_rows(self, writes: Any, task_id: str, values: Any, child_id: str) -> Any:
+        if len(writes) == 1 and values.get(writes[0][0], NO_VALUE) is writes[0][1]:
+            return (task_id, writes[0][0])  # memory_rows' forms: one write of our own value
+        return kept_writes(writes, task_id, values, child_id, self.codec.dumps,
+                           self.codec.encrypt is None)
 
     def _insert_blobs(self, space: _Ns, new: list[NewBlob]) -> None:
         """Store blobs raw; the ones worth deflating are deflated in batches.

@@ -13,11 +13,12 @@ import zlib
 from typing import Any
 
 from threadloom.checkpoint.blob_rows import BlobRow
-from threadloom.checkpoint.write_refs import REF_VALUE
+from threadloom.checkpoint.tx import WRITES_IDX
+from threadloom.checkpoint.write_refs import NO_VALUE, REF, REF_VALUE, in_list
 
 __all__ = [
     "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row",
-    "checkpoint_lone", "lone_write", "pack", "write_list", "write_slots",
+    "checkpoint_lone", "kept_writes", "lone_write", "pack", "write_list", "write_slots",
     "pack_checkpoint", "row_bytes", "row_data_at", "row_fields", "unpack",
     "unpack_checkpoint",
 ]
@@ -135,9 +136,58 @@ def checkpoint_lone(data: bytes) -> bytes:
 # - a str, the id of the checkpoint saved with them (``put_with_writes``) when they are one
 #   write of the value that checkpoint holds: its row's ``lone`` part names the task and
 #   channel (``lone_write``), so such a step adds no object to the store;
-# - a flat tuple of ``(task_id, idx, channel, data)`` rows (``put_with_writes``; atoms
-#   only, so the collector soon stops tracking it);
+# - a tuple ``(child id, task_id, channel, data, channel, data, ...)`` for the other lone
+#   steps (``kept_writes``);
 # - a dict ``(task_id, idx) -> (channel, data)``, once ``put_writes`` adds to them.
+
+_KEPT = frozenset((int, float, bool, str, type(None)))
+_STR = frozenset((str,))
+
+
+def kept_writes(writes: Any, task_id: str, values: Any, child_id: str, dumps: Any,
+                plain: bool) -> list[Any]:
+    """A lone task's ``writes`` in the tuple form above (as a list), each ``data``: a
+    reference (``write_refs``) without the child id, which the first item names; with a
+    ``plain`` codec, a value kept as it is, encoded when read (an int, float, bool, str or
+    None, or a copy of a dict of those under str keys: none can change meanwhile); else
+    the bytes ``dumps`` wrote.
+
+    Raises:
+        SerializationError: a write the codec cannot store (path ``writes.<channel>``).
+    """
+    out: list[Any] = [child_id, task_id]
+    get = values.get
+    for ch, v in writes:
+        current = get(ch, NO_VALUE)
+        t = type(v)
+        if current is v:
+            data: Any = REF_VALUE
+        elif plain and t in _KEPT:
+            data = v
+        elif plain and t is dict and _KEPT.issuperset(map(type, v.values())) and (
+                _STR.issuperset(map(type, v))):
+            data = dict(v)
+        else:
+            data = in_list(v, current, b"") if type(current) is list else None
+            if data is None:
+                data = dumps(v, path="writes." + ch)
+        out += (ch, data)
+    return out
+
+
+def kept_rows(found: tuple[Any, ...], dumps: Any) -> list[tuple[str, int, str, bytes]]:
+    """The rows ``(task_id, idx, channel, data)`` of a ``kept_writes`` tuple: references
+    completed with the child id, kept values encoded."""
+    child, task = found[0].encode(), found[1]
+    rows = []
+    for i in range(2, len(found), 2):
+        ch, data = found[i], found[i + 1]
+        if type(data) is not bytes:
+            data = dumps(data, path="writes." + ch)
+        elif data[:1] == REF:
+            data += child
+        rows.append((task, WRITES_IDX.get(ch, i // 2 - 1), ch, data))
+    return rows
 
 
 def lone_write(task_id: str, channel: str) -> bytes | None:
@@ -146,9 +196,10 @@ def lone_write(task_id: str, channel: str) -> bytes | None:
     return lone if len(lone) < 256 else None
 
 
-def write_list(found: Any, checkpoints: dict[str, bytes]) -> list[tuple[str, str, bytes]]:
-    """``(task_id, channel, data)`` of the writes ``found`` (any form above); a child
-    checkpoint deleted since leaves none."""
+def write_list(found: Any, checkpoints: dict[str, bytes], dumps: Any
+               ) -> list[tuple[str, str, bytes]]:
+    """``(task_id, channel, data)`` of the writes ``found`` (any form above; ``dumps``
+    encodes kept values); a child checkpoint deleted since leaves none."""
     if type(found) is str:
         row = checkpoints.get(found)
         lone = checkpoint_lone(row) if row is not None else b""
@@ -157,16 +208,16 @@ def write_list(found: Any, checkpoints: dict[str, bytes]) -> list[tuple[str, str
         task, _, channel = lone.partition(b"\x00")
         return [(task.decode(), channel.decode(), REF_VALUE + found.encode())]
     if type(found) is tuple:
-        return [(found[i], found[i + 2], found[i + 3]) for i in range(0, len(found), 4)]
+        return [(task, ch, data) for task, _, ch, data in kept_rows(found, dumps)]
     return [(task, ch, data) for (task, _), (ch, data) in found.items()]
 
 
-def write_slots(found: Any, checkpoints: dict[str, bytes]
+def write_slots(found: Any, checkpoints: dict[str, bytes], dumps: Any
                 ) -> dict[tuple[str, int], tuple[str, bytes]]:
     """The writes ``found`` as the dict form (``found`` itself if it is one)."""
     if type(found) is dict:
         return found
     if type(found) is str:
-        return {(task, 0): (ch, data) for task, ch, data in write_list(found, checkpoints)}
-    return {(found[i], found[i + 1]): (found[i + 2], found[i + 3])
-            for i in range(0, len(found), 4)}
+        return {(task, 0): (ch, data)
+                for task, ch, data in write_list(found, checkpoints, dumps)}
+    return {(task, idx): (ch, data) for task, idx, ch, data in kept_rows(found, dumps)}

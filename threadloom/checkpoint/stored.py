@@ -48,7 +48,7 @@ from threadloom.checkpoint.records import (
 from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.tx import WRITES_IDX, CkRow, Tx, check_schema
-from threadloom.checkpoint.write_refs import NO_VALUE, is_ref, resolve_writes, write_rows
+from threadloom.checkpoint.write_refs import is_ref, resolve_writes, write_rows
 from threadloom.errors import CheckpointError
 
 __all__ = ["CkRow", "StoredCheckpointer", "Tx", "check_schema"]
@@ -98,7 +98,6 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         self._parents = LRU(cache_size)
 
     read_only = False  # a backend opened read-only sets it (see the module doc)
-    lone_ids = False  # _commit takes (task_id, channel) for one write of the new value
 
     def _tx(self, write: bool) -> AbstractContextManager[Tx]:
         raise NotImplementedError
@@ -260,15 +259,15 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         """See ``BaseCheckpointer.put_with_writes``: the writes (against the parent, which
         ``config`` must name) and the checkpoint in one transaction (PostgreSQL: one
         round trip); raises as ``put`` and ``put_writes``."""
-        values = checkpoint["channel_values"]
-        rows: Any
-        if self.lone_ids and len(writes) == 1 and values.get(writes[0][0], NO_VALUE) is (
-                writes[0][1]):  # the usual step: the store names task and channel itself
-            rows = (task_id, writes[0][0])
-        else:
-            rows = write_rows(writes, task_id, WRITES_IDX, self.codec.dumps, values,
-                              checkpoint["id"], self.codec.encrypt is None)
+        rows = self._lone_rows(writes, task_id, checkpoint["channel_values"], checkpoint["id"])
         return self._store(config, checkpoint, metadata, new_versions, rows)
+
+    def _lone_rows(self, writes: Sequence[tuple[str, Any]], task_id: str,
+                   values: Mapping[str, Any], child_id: str) -> Any:
+        """What ``_commit`` stores for a lone task's ``writes`` (``write_rows``, by
+        reference to the child checkpoint ``child_id`` holding ``values``)."""
+        return write_rows(writes, task_id, WRITES_IDX, self.codec.dumps, values, child_id,
+                          self.codec.encrypt is None)
 
     def _store(self, config: Mapping[str, Any], checkpoint: Checkpoint,
                metadata: Mapping[str, Any], new_versions: Mapping[str, int],

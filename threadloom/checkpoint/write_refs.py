@@ -31,7 +31,8 @@ from typing import Any
 from threadloom.checkpoint.base import PendingWrite
 from threadloom.checkpoint.records import bad_shape
 
-__all__ = ["NO_VALUE", "REF", "is_ref", "parse_ref", "resolve_writes", "write_rows"]
+__all__ = ["NO_VALUE", "REF", "REF_VALUE", "in_list", "is_ref", "parse_ref", "resolve_writes",
+           "write_rows"]
 
 REF = b"\x00"
 REF_VALUE, REF_TAIL, REF_LAST = b"\x00v", b"\x00t", b"\x00l"
@@ -39,7 +40,7 @@ NO_VALUE = object()  # a channel the checkpoint holds no value for
 _INT64 = 1 << 63
 
 
-def _in_list(value: Any, current: list[Any], child: bytes) -> bytes | None:
+def in_list(value: Any, current: list[Any], child: bytes) -> bytes | None:
     """The reference for a write of ``value`` to a list channel whose value in the child
     checkpoint ``child`` (its id) is ``current``, ``value`` not being that list itself;
     None when ``value`` is not its tail (or last item) object by object."""
@@ -64,7 +65,7 @@ def write_rows(
     have their own (negative) index in ``index``, so saving them again overwrites. Given
     the saved checkpoint's channel ``values`` and id, a write found in them is a
     reference: ``REF_VALUE`` when it is the very object the channel holds, else a list's
-    tail (``_in_list``). ``plain``: ``dumps`` writes plain JSON (no encryption), so
+    tail (``in_list``). ``plain``: ``dumps`` writes plain JSON (no encryption), so
     ``None`` and an int are written here.
 
     Raises:
@@ -77,7 +78,7 @@ def write_rows(
     for i, (ch, v) in enumerate(writes):
         current = get(ch, NO_VALUE)
         ref = same if current is v else (
-            _in_list(v, current, child) if type(current) is list else None)
+            in_list(v, current, child) if type(current) is list else None)
         if ref is not None:
             data = ref
         elif plain and v is None:
