@@ -85,3 +85,45 @@ def test_runs_hold_a_lease_but_start_no_thread_each(tmp_path, monkeypatch):
     assert not [name for name in started if "lease" in name]
     assert seen == [1] * 21 and HEARTBEATS.held() == 0  # each released when its run ended
     cp.close()
+
+
+def test_a_forked_child_can_run_a_thread_the_parent_was_running(tmp_path):
+    """The parent's in-process claim on a thread (a run inside a slow node at fork time)
+    is not the child's: the child runs that thread once the parent let its lease go
+    (found by a new-user trial: the child waited out busy_timeout, then raised)."""
+    import multiprocessing
+    import threading as th
+
+    inside, release = th.Event(), th.Event()
+
+    def node(s: S) -> dict[str, int]:
+        if s.get("n", 0) == 0:  # the parent's run waits here while the child is forked
+            inside.set()
+            release.wait(10)
+        return {"n": s.get("n", 0) + 1}
+
+    g = StateGraph(S)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    graph = g.compile(checkpointer=SqliteCheckpointer(str(tmp_path / "fork.db")),
+                      busy_timeout=20)
+    config = {"configurable": {"thread_id": "busy"}}
+    parent = th.Thread(target=lambda: graph.invoke({"n": 0}, config))
+    parent.start()
+    assert inside.wait(10)
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+
+    def child() -> None:
+        try:
+            out.put(graph.invoke({"n": 100}, config)["n"])
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            out.put(repr(exc))
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    time.sleep(0.3)
+    release.set()  # the parent's run ends and gives its lease back
+    parent.join(10)
+    assert out.get(timeout=30) == 101
+    proc.join(10)

@@ -38,14 +38,20 @@ def _new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{pid_space()}-{uuid.uuid4().hex[:8]}"
 
 
+_active: set[tuple[int, str, str]] = set()  # the (checkpointer, thread, ns) runs of _Claim
+_active_lock = threading.Lock()
 OWNER = _new_owner()
 """This process as a lease owner; see ``checkpoint.leases`` for how liveness is judged.
 A forked child gets its own (two forked workers must never share a lease)."""
 
 
 def _owner_after_fork() -> None:
-    global OWNER
+    """A forked child: an owner of its own, and none of the parent's runs (their
+    in-process claims are the parent's: the child runs none of them)."""
+    global OWNER, _active_lock
     OWNER = _new_owner()
+    _active.clear()
+    _active_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_owner_after_fork)
@@ -123,10 +129,6 @@ async def _call(loop: RunLoop, fn: Any, *args: Any) -> Any:
     if loop.blocking_ok:
         return fn(*args)
     return await to_worker(fn, *args)
-
-
-_active: set[tuple[int, str, str]] = set()
-_active_lock = threading.Lock()
 
 
 class _Claim:
