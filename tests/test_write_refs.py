@@ -223,7 +223,18 @@ def test_in_memory_a_step_of_one_plain_write_adds_no_object_to_the_store():
     child = space.writes[parent]
     assert type(child) is str and child in space.checkpoints
     task = number.tasks[0].id
-    assert checkpoint_lone(space.checkpoints[child]) == f"{task}\x00n".encode()
+    assert checkpoint_lone(space.checkpoints[child]) == f"{task}\x00n\x00v".encode()
+    # so is a step that appended to a list through its reducer (two messages, then one)
+    for node, ref in (("reply", b"t2:"), ("bare", b"l")):
+        snap = next(s for s in graph.get_state_history(CFG) if s.next == (node,))
+        kept = space.writes[snap.config["configurable"]["checkpoint_id"]]
+        assert type(kept) is str
+        assert checkpoint_lone(space.checkpoints[kept]) == (
+            f"{snap.tasks[0].id}\x00messages\x00".encode() + ref)
+    # the input's writes (put_writes) are one tuple of atoms, no dict
+    first = next(s for s in graph.get_state_history(CFG) if s.metadata["source"] == "input")
+    written = space.writes[first.config["configurable"]["checkpoint_id"]]
+    assert type(written) is tuple and written[0] == "" and written[2] == "messages"
     # another write against the same checkpoint keeps the first (the dict form)
     with cp._tx(True) as tx:
         tx.insert_writes("refs", "", parent, [("other", 0, "items", b'["z"]')])

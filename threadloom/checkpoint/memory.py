@@ -21,7 +21,9 @@ from threadloom.checkpoint.memory_rows import (
     SMALL,
     blob_row,
     kept_rows,
+    kept_tuple,
     kept_writes,
+    lone_form,
     lone_write,
     pack,
     pack_checkpoint,
@@ -35,7 +37,7 @@ from threadloom.checkpoint.memory_rows import (
 )
 from threadloom.checkpoint.serde import Codec
 from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
-from threadloom.checkpoint.write_refs import NO_VALUE, REF_VALUE
+from threadloom.checkpoint.write_refs import REF
 
 
 class _Ns:
@@ -243,8 +245,11 @@ class _MemoryTx:
         self, thread_id: str, ns: str, cid: str, rows: list[tuple[str, int, str, bytes]]
     ) -> None:
         space = self._ns_create(thread_id, ns)
-        slots = space.writes[cid] = write_slots(space.writes.get(cid, {}), space.checkpoints,
-                                                self.dumps)
+        found = space.writes.get(cid)
+        if found is None and (found := kept_tuple(rows)) is not None:
+            space.writes[cid] = found  # a task's first writes: memory_rows' tuple form
+            return
+        slots = space.writes[cid] = write_slots(found or {}, space.checkpoints, self.dumps)
         for task_id, idx, channel, data in rows:
             if idx < 0 or (task_id, idx) not in slots:
                 slots[(task_id, idx)] = (channel, data)
@@ -333,10 +338,10 @@ class InMemoryCheckpointer(StoredCheckpointer):
             lone = b""
             if writes:  # the step's task's writes, against the parent (memory_rows' forms)
                 key = parent_id or ""
-                if type(writes) is tuple:  # (task_id, channel): one write of our own value
+                if type(writes) is tuple:  # lone_form: one write the new checkpoint holds
                     lone = b"" if key in space.writes else lone_write(*writes) or b""
                     if not lone:
-                        writes = [cid, writes[0], writes[1], REF_VALUE]
+                        writes = [cid, writes[0], writes[1], REF + writes[2]]
                 if lone:
                     space.writes[key] = cid
                 elif key in space.writes:
@@ -355,20 +360,14 @@ class InMemoryCheckpointer(StoredCheckpointer):
             return len(space.checkpoints) if self.keep_latest else 0
 
     def _lone_rows(self, writes: Any, task_id: str, values: Any, child_id: str) -> Any:
-        if len(writes) == 1 and values.get(writes[0][0], NO_VALUE) is writes[0][1]:
-            return (task_id, writes[0][0])  # memory_rows' forms: one write of our own value
-        return kept_writes(writes, task_id, values, child_id, self.codec.dumps,
-                           self.codec.encrypt is None)
+        return lone_form(writes, task_id, values) or kept_writes(
+            writes, task_id, values, child_id, self.codec.dumps, self.codec.encrypt is None)
 
     def _insert_blobs(self, space: _Ns, new: list[NewBlob]) -> None:
-        """Store blobs raw; the ones worth deflating are deflated in batches.
-
-        Deflating one small blob costs most in warming zlib's state (~15 KB copied from
-        the primed compressor), so blobs of ``SMALL`` bytes or more wait in ``_raw``
-        and are deflated in one pass as soon as a save goes to another thread or
-        namespace, or ``BATCH`` of them wait. A run's blobs are thus deflated by the
-        next save elsewhere, never many runs later. Rows read the same either way
-        (``unpack``); at most ``BATCH`` blobs per store are held raw meanwhile.
+        """Store blobs raw; blobs of ``SMALL`` bytes or more wait in ``_raw`` and are
+        deflated in one pass (warming zlib costs most for a small blob) as soon as a save
+        goes to another thread or namespace, or ``BATCH`` of them wait: a run's blobs are
+        deflated by the next save elsewhere. Rows read the same either way (``unpack``).
         """
         raw = self._raw
         if raw and self._raw_ns is not space:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from itertools import chain
 from typing import Any
 
 from threadloom.checkpoint.blob_rows import BlobRow
@@ -18,8 +19,8 @@ from threadloom.checkpoint.write_refs import NO_VALUE, REF, REF_VALUE, in_list
 
 __all__ = [
     "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row",
-    "checkpoint_lone", "kept_writes", "lone_write", "pack", "write_list", "write_slots",
-    "pack_checkpoint", "row_bytes", "row_data_at", "row_fields", "unpack",
+    "checkpoint_lone", "kept_tuple", "kept_writes", "lone_form", "lone_write", "pack", "write_list",
+    "write_slots", "pack_checkpoint", "row_bytes", "row_data_at", "row_fields", "unpack",
     "unpack_checkpoint",
 ]
 
@@ -134,8 +135,9 @@ def checkpoint_lone(data: bytes) -> bytes:
 
 # The writes against a checkpoint (``_Ns.writes[cid]``) take one of three forms:
 # - a str, the id of the checkpoint saved with them (``put_with_writes``) when they are one
-#   write of the value that checkpoint holds: its row's ``lone`` part names the task and
-#   channel (``lone_write``), so such a step adds no object to the store;
+#   write that checkpoint holds (its value, or its list's tail): its row's ``lone`` part
+#   names the task, channel and reference (``lone_write``), so such a step adds no object
+#   to the store;
 # - a tuple ``(child id, task_id, channel, data, channel, data, ...)`` for the other lone
 #   steps (``kept_writes``);
 # - a dict ``(task_id, idx) -> (channel, data)``, once ``put_writes`` adds to them.
@@ -175,6 +177,20 @@ def kept_writes(writes: Any, task_id: str, values: Any, child_id: str, dumps: An
     return out
 
 
+def kept_tuple(rows: Any) -> tuple[Any, ...] | None:
+    """``rows`` (``write_rows``'s, of ``put_writes``) in the tuple form, or None when
+    ``kept_rows`` would not read them back the same (not one task, each at its own index,
+    in order)."""
+    if not rows:
+        return None
+    task = rows[0][0]
+    if not all(t == task and idx == WRITES_IDX.get(ch, i)
+               for i, (t, idx, ch, _) in enumerate(rows)) or (
+            len({r[1] for r in rows}) != len(rows)):
+        return None
+    return ("", task, *chain.from_iterable(r[2:] for r in rows))
+
+
 def kept_rows(found: tuple[Any, ...], dumps: Any) -> list[tuple[str, int, str, bytes]]:
     """The rows ``(task_id, idx, channel, data)`` of a ``kept_writes`` tuple: references
     completed with the child id, kept values encoded."""
@@ -190,10 +206,24 @@ def kept_rows(found: tuple[Any, ...], dumps: Any) -> list[tuple[str, int, str, b
     return rows
 
 
-def lone_write(task_id: str, channel: str) -> bytes | None:
-    """The ``lone`` part naming a task's one write, or None when it would not fit."""
-    lone = b"%b\x00%b" % (task_id.encode(), channel.encode())
-    return lone if len(lone) < 256 else None
+def lone_form(writes: Any, task_id: str, values: Any) -> tuple[str, str, bytes] | None:
+    """``(task_id, channel, ref)`` when ``writes`` is one write the child checkpoint
+    holding ``values`` holds too (its value, or the tail of its list): the str form above,
+    ``ref`` a reference (``write_refs``) without its NUL and child id; else None."""
+    if len(writes) != 1:
+        return None
+    channel, value = writes[0]
+    current = values.get(channel, NO_VALUE)
+    if current is value:
+        return task_id, channel, REF_VALUE[1:]
+    ref = in_list(value, current, b"") if type(current) is list else None
+    return None if ref is None else (task_id, channel, ref[1:])
+
+
+def lone_write(task_id: str, channel: str, ref: bytes) -> bytes | None:
+    """The ``lone`` part naming a ``lone_form`` write, or None when it would not fit."""
+    lone = b"%b\x00%b\x00%b" % (task_id.encode(), channel.encode(), ref)
+    return lone if len(lone) < 256 and lone.count(0) == 2 else None
 
 
 def write_list(found: Any, checkpoints: dict[str, bytes], dumps: Any
@@ -205,8 +235,8 @@ def write_list(found: Any, checkpoints: dict[str, bytes], dumps: Any
         lone = checkpoint_lone(row) if row is not None else b""
         if not lone:
             return []
-        task, _, channel = lone.partition(b"\x00")
-        return [(task.decode(), channel.decode(), REF_VALUE + found.encode())]
+        task, channel, ref = lone.split(b"\x00")
+        return [(task.decode(), channel.decode(), REF + ref + found.encode())]
     if type(found) is tuple:
         return [(task, ch, data) for task, _, ch, data in kept_rows(found, dumps)]
     return [(task, ch, data) for (task, _), (ch, data) in found.items()]
