@@ -36,13 +36,19 @@ def reply_usage(reply: Any) -> dict[str, Any] | None:
     usage = getattr(reply, "usage_metadata", None)
     if not usage:
         return None
-    return {key: int(usage.get(key) or 0) for key in USAGE_KEYS}
+    get = usage.get
+    return {"input_tokens": int(get("input_tokens") or 0),  # USAGE_KEYS, unrolled
+            "output_tokens": int(get("output_tokens") or 0),
+            "total_tokens": int(get("total_tokens") or 0)}
 
 
 def add_usage(current: Any, new: Any) -> Any:
     """``current`` plus ``new``: numbers add, dicts add key by key (recursively), any
     other value is replaced by ``new``. Neither argument is changed."""
-    if isinstance(current, Mapping) and isinstance(new, Mapping):
+    if type(current) in _NUMBERS and type(new) in _NUMBERS:  # the usual leaf, no isinstance
+        return current + new
+    if (type(current) is dict or isinstance(current, Mapping)) and (
+            type(new) is dict or isinstance(new, Mapping)):
         out = dict(current)
         for key, value in new.items():
             out[key] = add_usage(out[key], value) if key in out else _copy(value)
@@ -76,7 +82,12 @@ def _number(value: Any) -> bool:
 
 
 def _copy(value: Any) -> Any:
+    if type(value) in _NUMBERS or type(value) is str:
+        return value
     return {k: _copy(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
+_NUMBERS = frozenset((int, float))  # exact types: bool (an int) is no number here
 
 
 __all__ = ["USAGE_KEYS", "add_usage", "reply_usage", "sum_usage", "usage_delta"]

@@ -165,7 +165,20 @@ class RunLoop(Persistence):
                 self.paused = True
                 self._emit_pause([])
                 return
-            results = await self._run(tasks)  # run its tasks, concurrently
+            task = tasks[0]  # run its tasks, concurrently (a lone one here: _run_lone)
+            if len(tasks) == 1 and task.result is None and task.held is None and (
+                    self.graph.step_timeout is None):
+                self.inline_sync = self.inline_lone
+                try:
+                    task.result = await run_task(self, task)
+                except BaseException as exc:
+                    await self._lone_failed(task, exc)
+                else:
+                    if self.node_finished is not None:
+                        self.node_finished(task.name)
+                results = [task.result or TaskResult([], [])]
+            else:
+                results = await self._run_tasks(tasks)
             if self.paused:
                 # with durability="exit" the finished tasks' writes are saved now, as
                 # LangGraph saves them on exit, so the resumed step does not run them again
@@ -237,28 +250,18 @@ class RunLoop(Persistence):
 
     # -- run ----------------------------------------------------------------------------
 
-    async def _run(self, tasks: list[Task]) -> list[TaskResult]:
-        """Run a step's tasks concurrently; a lone task that still has to run runs inline
-        (a sync node then runs on the calling thread of a sync run, unless it streams
-        ``custom``/``messages`` chunks, which must reach the consumer live)."""
-        if (len(tasks) != 1 or tasks[0].result is not None or tasks[0].held is not None
-                or self.graph.step_timeout is not None):
-            return await self._run_tasks(tasks)
-        task = tasks[0]
-        self.inline_sync = self.inline_lone
-        try:
-            task.result = await run_task(self, task)
-        except GraphInterrupt as gi:
-            await self._record_interrupt(task, gi)
-            emit_task_end(self, task, interrupts=gi.interrupts)
-        except BaseException as exc:
-            await self._record_error(task, exc)
-            emit_task_end(self, task, error=exc)
-            raise
-        else:
-            if self.node_finished is not None:
-                self.node_finished(task.name)
-        return [task.result or TaskResult([], [])]
+    async def _lone_failed(self, task: Task, exc: BaseException) -> None:
+        """A step's lone task, run inline by ``_loop`` (a sync node then runs on the
+        calling thread of a sync run, unless it streams ``custom``/``messages`` chunks,
+        which must reach the consumer live), paused or raised: record it; re-raise
+        what is not a pause."""
+        if isinstance(exc, GraphInterrupt):
+            await self._record_interrupt(task, exc)
+            emit_task_end(self, task, interrupts=exc.interrupts)
+            return
+        await self._record_error(task, exc)
+        emit_task_end(self, task, error=exc)
+        raise exc
 
     async def _run_tasks(self, tasks: list[Task]) -> list[TaskResult]:
         """Run a step of several tasks (or one with saved writes) concurrently; a paused
