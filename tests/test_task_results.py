@@ -313,8 +313,37 @@ def test_a_lone_tasks_writes_and_checkpoint_are_one_save() -> None:
             return super().put_with_writes(*args)
 
     _double_then_note(Counting()).invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
-    # the input checkpoint and its START writes, the START step, then one save per node
-    assert calls == ["put", "put_writes", "put", "put_with_writes", "put_with_writes"]
+    # the input checkpoint, then the START step with the input's (START's) writes, then
+    # one save per node
+    assert calls == ["put", "put_with_writes", "put_with_writes", "put_with_writes"]
+
+
+def test_an_input_its_reducer_refuses_stays_pending_on_the_input_checkpoint() -> None:
+    """The input's writes wait for the START step's save; when applying them raises, they
+    are saved on their own first, as LangGraph saves them before it applies them."""
+    from threadloom import InMemoryCheckpointer
+
+    def picky(current: list[str] | None, new: list[str]) -> list[str]:
+        if "bad" in new:
+            raise ValueError("no bad items")
+        return [*(current or []), *new]
+
+    class S(TypedDict):
+        items: Annotated[list[str], picky]
+
+    g = StateGraph(S)
+    g.add_node("node", lambda s: {})
+    g.add_edge(START, "node")
+    cp = InMemoryCheckpointer()
+    graph = g.compile(checkpointer=cp)
+    graph.invoke({"items": ["ok"]}, thread_id="t")
+    with pytest.raises(ValueError, match="no bad items"):
+        graph.invoke({"items": ["bad"]}, thread_id="t")
+    saved = cp.get_tuple({"configurable": {"thread_id": "t"}})
+    assert saved.metadata["source"] == "input" and saved.checkpoint["next"] == [START]
+    assert [(w.channel, w.value) for w in saved.pending_writes] == [("items", ["bad"])]
+    with pytest.raises(ValueError, match="no bad items"):  # get_state applies it, as
+        graph.get_state({"configurable": {"thread_id": "t"}})  # LangGraph's does
 
 
 def test_the_tasks_stream_mode_sends_each_tasks_start_and_end(cp: Any) -> None:

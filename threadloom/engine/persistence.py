@@ -19,17 +19,16 @@ from threadloom.checkpoint.base import (
     INTERRUPT,
     RESUME,
     SCHEDULED,
-    Checkpoint,
     fuses_writes,
     make_config,
     new_checkpoint_id_ts,
 )
+from threadloom.engine.checkpoint_body import checkpoint_body, checkpoint_metadata
 from threadloom.engine.checkpoint_events import emit_checkpoint
-from threadloom.engine.routing import Planned, saved_next
-from threadloom.engine.run_metadata import run_metadata
+from threadloom.engine.routing import Planned
 from threadloom.engine.runtime import GraphInterrupt
 from threadloom.engine.tasks import Task, task_id
-from threadloom.engine.untracked import tracked_next, tracked_values, tracked_writes
+from threadloom.engine.untracked import tracked_writes
 from threadloom.errors import GraphRunError, ParentCommand, SerializationError
 from threadloom.redact import mask_urls
 from threadloom.types import START
@@ -63,6 +62,7 @@ class Persistence:
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
     fuses: bool  # direct_saves, and the checkpointer has put_with_writes (fuses_writes)
+    start_writes: list[tuple[str, Any]] | None  # the input's, held for the START step's save
     paused: bool
     namespace: tuple[str, ...]
     paused_with: list[tuple[Interrupt, ...]]
@@ -111,7 +111,15 @@ class Persistence:
                           ) -> tuple[Any, ...]:
         """A put's ``args`` plus, for a step whose one task finished (not START, whose
         writes the input checkpoint saved), its writes and id: saved against the step's
-        checkpoint with the new one (``put_with_writes``), as LangGraph saves them all."""
+        checkpoint with the new one (``put_with_writes``), as LangGraph saves them all. The
+        START step's are the input's when they were held for it (``start_writes``, see
+        ``start._save_input``)."""
+        if self.start_writes is not None and source == "loop":
+            writes, self.start_writes = self.start_writes, None
+            if self.graph.untracked_keys:
+                writes = tracked_writes(self.graph.untracked_keys, writes)
+            cid = args[0]["configurable"]["checkpoint_id"]
+            return (*args, writes, task_id(cid, self.step, 0, START)) if writes else args
         if source != "loop" or len(tasks) != 1 or tasks[0].result is None or (
                 tasks[0].cached or tasks[0].name == START):
             return args
@@ -240,12 +248,15 @@ class Persistence:
         """``_save`` when ``_saves_directly()``: the same put, config and events."""
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
-        checkpoint = self._checkpoint(cid, ts, planned)
-        metadata = self._metadata(source, tasks)
+        checkpoint = checkpoint_body(self, cid, ts, planned)
+        metadata = checkpoint_metadata(self, source, tasks)
         parent = self.checkpoint_config
         new = {k: versions[k] for k in updated}
         task = tasks[0] if len(tasks) == 1 else None  # _with_lone_writes, inlined
-        if task is None or task.result is None or task.cached or source != "loop" or (
+        if self.start_writes is not None and source == "loop":  # see start._save_input
+            config = self._put_sync(self._with_lone_writes(source, tasks,
+                                                           (parent, checkpoint, metadata, new)))
+        elif task is None or task.result is None or task.cached or source != "loop" or (
                 task.name == START):
             config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
         elif self.fuses and (result := task.result).writes and not result.goto and (
@@ -263,23 +274,6 @@ class Persistence:
         if self.emit is not None:
             emit_checkpoint(self, cid, metadata, planned, parent)
 
-    def _metadata(self, source: str, tasks: list[Task]) -> dict[str, Any]:
-        """A checkpoint's metadata: what saved it, the step, each task's writes, and the
-        run's own keys (``run_metadata``)."""
-        meta = {
-            "source": source,
-            "step": self.step,
-            "writes": {t.name: _written(t) for t in tasks} if tasks else {},
-            "parents": dict(self.parents) if self.parents else {},
-        }
-        extra = self.__dict__.get("_run_meta")
-        if extra is None:
-            extra = self.__dict__["_run_meta"] = {
-                k: v for k, v in run_metadata(self.config).items() if k not in meta}
-        if extra:
-            meta.update(extra)
-        return meta
-
     async def _save(
         self, source: str, updated: set[str], tasks: list[Task], planned: Planned
     ) -> None:
@@ -288,8 +282,8 @@ class Persistence:
             return
         cid, ts = new_checkpoint_id_ts()
         versions = self.versions
-        checkpoint = self._checkpoint(cid, ts, planned)
-        metadata = self._metadata(source, tasks)
+        checkpoint = checkpoint_body(self, cid, ts, planned)
+        metadata = checkpoint_metadata(self, source, tasks)
         new_versions = {k: versions[k] for k in updated}
         durability = self.durability
         if durability == "exit":
@@ -327,24 +321,6 @@ class Persistence:
             await self._put_now(args)
         if self.emit is not None:
             emit_checkpoint(self, cid, metadata, planned, parent)
-
-    def _checkpoint(self, cid: str, ts: str, planned: Planned) -> Checkpoint:
-        """The checkpoint of the state now, with ``planned`` as its ``next``."""
-        barriers = self.barriers
-        checkpoint: Checkpoint = {
-            "v": 1,
-            "id": cid,
-            "ts": ts,  # the id's own time: a store need not keep it
-            "channel_values": dict(self.values),
-            "channel_versions": dict(self.versions),
-            "versions_seen": {},  # routing is explicit in "next"; kept for the format
-            "next": saved_next(planned) if planned.sends else list(planned.tasks),
-            "barriers": {k: sorted(v) for k, v in barriers.items() if v} if barriers else {},
-        }
-        if untracked := self.graph.untracked_keys:  # values of the run only: not saved
-            checkpoint["channel_values"] = tracked_values(untracked, self.values)
-            checkpoint["next"] = tracked_next(untracked, checkpoint["next"])
-        return checkpoint
 
     async def _put_now(self, args: tuple[Any, ...]) -> None:
         config = None
@@ -385,14 +361,3 @@ class Persistence:
 
     def config_id(self) -> str | None:
         return (self.config.get("configurable") or {}).get("checkpoint_id")
-
-
-def _written(task: Task) -> list[str]:
-    """The sorted channels a task wrote (its metadata ``writes`` entry)."""
-    result = task.result
-    if result is None or not result.writes:
-        return []
-    writes = result.writes
-    if len(writes) == 1:
-        return [writes[0][0]]
-    return sorted({k for k, _ in writes})
