@@ -92,6 +92,12 @@ def apply_from(loop: RunLoop, writes: list[tuple[str, Any]], node: str, step: in
     return _applied(loop, written)
 
 
+def default_bump(cp: Any) -> bool:
+    """Whether checkpointer ``cp`` bumps versions as the base does (``_applied`` then
+    bumps them itself), not with a ``get_next_version`` of its own (LangGraph's hook)."""
+    return getattr(type(cp), "get_next_version", _NEXT) is _NEXT
+
+
 def _applied(loop: RunLoop, written: set[str]) -> set[str]:
     """End a step's writes: clear ephemeral keys nobody wrote; bump versions. Returns
     the keys that changed (``written`` itself, grown by the cleared keys)."""
@@ -103,7 +109,7 @@ def _applied(loop: RunLoop, written: set[str]) -> set[str]:
     cp = loop.cp
     if cp is not None:  # versions feed checkpoints only
         versions = loop.versions
-        if getattr(type(cp), "get_next_version", _NEXT) is _NEXT:  # the default, inlined
+        if loop.plain_bump:  # the default, inlined (default_bump, known for the run)
             for key in written:
                 versions[key] = versions.get(key, 0) + 1
         else:  # a checkpointer's own versions (LangGraph's get_next_version), errors too

@@ -43,7 +43,8 @@ def checkpoint_metadata(loop: Any, source: str, tasks: list[Task]) -> dict[str, 
     meta = {
         "source": source,
         "step": loop.step,
-        "writes": {t.name: _written(t) for t in tasks} if tasks else {},
+        "writes": ({tasks[0].name: _written(tasks[0])} if len(tasks) == 1 else
+                   {t.name: _written(t) for t in tasks}),
         "parents": dict(loop.parents) if loop.parents else {},
     }
     extra = loop.__dict__.get("_run_meta")

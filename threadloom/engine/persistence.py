@@ -251,7 +251,11 @@ class Persistence:
         checkpoint = checkpoint_body(self, cid, ts, planned)
         metadata = checkpoint_metadata(self, source, tasks)
         parent = self.checkpoint_config
-        new = {k: versions[k] for k in updated}
+        if len(updated) == 1:  # the usual step: one key, without a comprehension call
+            (key,) = updated
+            new = {key: versions[key]}
+        else:
+            new = {k: versions[k] for k in updated}
         task = tasks[0] if len(tasks) == 1 else None  # _with_lone_writes, inlined
         if self.start_writes is not None and source == "loop":  # see start._save_input
             config = self._put_sync(self._with_lone_writes(source, tasks,

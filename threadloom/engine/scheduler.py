@@ -23,7 +23,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import fuses_writes
-from threadloom.engine.apply import apply_step
+from threadloom.engine.apply import apply_step, default_bump
 from threadloom.engine.channels import Channel
 from threadloom.engine.node_call import emit_task_end
 from threadloom.engine.persistence import Persistence
@@ -114,6 +114,7 @@ class RunLoop(Persistence):
         self.start_writes: list[tuple[str, Any]] | None = None  # saved with START's step
         # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
         self.plain_ids = checkpointer is None and not namespace
+        self.plain_bump = default_bump(checkpointer)  # versions bumped by apply itself
         self.resuming = False  # the run continues a saved one (None or Command input)
         self.paused = False  # the run paused (an interrupt, or interrupt_before/after)
         self.carried: set[str] = set()  # keys a resume Command updated: in the next save
