@@ -31,7 +31,7 @@ def reply_usage(reply: Any) -> dict[str, Any] | None:
     """
     meta = getattr(reply, "response_metadata", None) or {}
     given = meta.get("usage")
-    if isinstance(given, Mapping):
+    if given is not None and isinstance(given, Mapping):
         return dict(given)
     usage = getattr(reply, "usage_metadata", None)
     if not usage:

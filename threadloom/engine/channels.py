@@ -228,7 +228,8 @@ class Reduced(Channel):
     def merge_one(self, current: Any, value: Any, node: str, step: int) -> Any:
         """See ``Channel.merge_one``: the first value of a key as is, else reduced (an
         ``Overwrite`` is its value)."""
-        if type(value) is Overwrite or isinstance(value, dict):
+        if type(value) is Overwrite or (isinstance(value, dict) and (
+                OVERWRITE in value or "type" in value)):  # overwrite_of's forms, cheaply
             is_new, new = overwrite_of(value)
             if is_new:
                 return new
