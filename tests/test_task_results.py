@@ -313,14 +313,13 @@ def test_a_lone_tasks_writes_and_checkpoint_are_one_save() -> None:
             return super().put_with_writes(*args)
 
     _double_then_note(Counting()).invoke({"num": 1, "text": "one", "log": []}, thread_id="t")
-    # the input checkpoint, then the START step with the input's (START's) writes, then
-    # one save per node
-    assert calls == ["put", "put_with_writes", "put_with_writes", "put_with_writes"]
+    # the input checkpoint and its START writes, the START step, then one save per node
+    assert calls == ["put", "put_writes", "put", "put_with_writes", "put_with_writes"]
 
 
 def test_an_input_its_reducer_refuses_stays_pending_on_the_input_checkpoint() -> None:
-    """The input's writes wait for the START step's save; when applying them raises, they
-    are saved on their own first, as LangGraph saves them before it applies them."""
+    """The input's writes are saved before they are applied, as LangGraph's are: when a
+    reducer refuses them, the thread's input checkpoint keeps them pending."""
     from threadloom import InMemoryCheckpointer
 
     def picky(current: list[str] | None, new: list[str]) -> list[str]:

@@ -62,7 +62,6 @@ class Persistence:
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
     fuses: bool  # direct_saves, and the checkpointer has put_with_writes (fuses_writes)
-    start_writes: list[tuple[str, Any]] | None  # the input's, held for the START step's save
     paused: bool
     namespace: tuple[str, ...]
     paused_with: list[tuple[Interrupt, ...]]
@@ -111,15 +110,7 @@ class Persistence:
                           ) -> tuple[Any, ...]:
         """A put's ``args`` plus, for a step whose one task finished (not START, whose
         writes the input checkpoint saved), its writes and id: saved against the step's
-        checkpoint with the new one (``put_with_writes``), as LangGraph saves them all. The
-        START step's are the input's when they were held for it (``start_writes``, see
-        ``start._save_input``)."""
-        if self.start_writes is not None and source == "loop":
-            writes, self.start_writes = self.start_writes, None
-            if self.graph.untracked_keys:
-                writes = tracked_writes(self.graph.untracked_keys, writes)
-            cid = args[0]["configurable"]["checkpoint_id"]
-            return (*args, writes, task_id(cid, self.step, 0, START)) if writes else args
+        checkpoint with the new one (``put_with_writes``), as LangGraph saves them all."""
         if source != "loop" or len(tasks) != 1 or tasks[0].result is None or (
                 tasks[0].cached or tasks[0].name == START):
             return args
@@ -257,10 +248,7 @@ class Persistence:
         else:
             new = {k: versions[k] for k in updated}
         task = tasks[0] if len(tasks) == 1 else None  # _with_lone_writes, inlined
-        if self.start_writes is not None and source == "loop":  # see start._save_input
-            config = self._put_sync(self._with_lone_writes(source, tasks,
-                                                           (parent, checkpoint, metadata, new)))
-        elif task is None or task.result is None or task.cached or source != "loop" or (
+        if task is None or task.result is None or task.cached or source != "loop" or (
                 task.name == START):
             config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
         elif self.fuses and (result := task.result).writes and not result.goto and (

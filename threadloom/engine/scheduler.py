@@ -111,7 +111,6 @@ class RunLoop(Persistence):
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
         self.direct_saves = self.fuses = False  # set when the run starts (_saves_directly)
-        self.start_writes: list[tuple[str, Any]] | None = None  # saved with START's step
         # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
         self.plain_ids = checkpointer is None and not namespace
         self.plain_bump = default_bump(checkpointer)  # versions bumped by apply itself

@@ -18,7 +18,6 @@ from threadloom.checkpoint.base import (
     SPECIAL_WRITE_CHANNELS,
     Checkpoint,
     CheckpointTuple,
-    fuses_writes,
 )
 from threadloom.engine.apply import apply_from
 from threadloom.engine.command_writes import command_writes, next_command_task
@@ -255,11 +254,7 @@ async def _save_input(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
     if saving is not None:
         await saving
     if loop.durability != "exit" and writes:
-        if loop.durability == "sync" and loop.emit is None and fuses_writes(loop.cp):
-            loop.start_writes = list(writes)  # saved with the START step's checkpoint, in
-            # one transaction (run_start_step; persistence._with_lone_writes)
-        else:
-            await put_start_writes(loop, writes)
+        await put_start_writes(loop, writes)
 
 
 async def put_start_writes(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
@@ -278,17 +273,10 @@ async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]],
     """The START step (LangGraph's ``__start__`` task): apply the input ``writes``, route
     from START, save the step's ``"loop"`` checkpoint; return the first node step's plan."""
     loop.step += 1
-    try:
-        updated = apply_from(loop, writes, START, loop.step)
-        start = Task.virtual_start()
-        start.result = TaskResult(writes, list(goto or ()))
-        planned = await next_tasks(loop, [start], [start.result])
-    except BaseException:
-        if loop.start_writes is not None:  # the input stays pending, as LangGraph keeps it
-            loop.step -= 1
-            await put_start_writes(loop, loop.start_writes)
-            loop.start_writes = None
-        raise
+    updated = apply_from(loop, writes, START, loop.step)
+    start = Task.virtual_start()
+    start.result = TaskResult(writes, list(goto or ()))
+    planned = await next_tasks(loop, [start], [start.result])
     if loop.cp is not None:
         saving = loop.save("loop", updated, [start], planned)
         if saving is not None:
