@@ -22,6 +22,7 @@ from threadloom import (
     StateUpdate,
 )
 from threadloom.engine.snapshot import PULL, PUSH, StateTask
+from threadloom.errors import SerializationError
 
 
 @pytest.fixture
@@ -440,3 +441,46 @@ async def test_a_lone_write_the_codec_cannot_store_still_saves_the_checkpoint(
     assert (await app.ainvoke({"n": 1}, thread_id="a", durability=durability)) == {"n": 2}
     for thread in ("s", "a"):
         assert app.get_state(thread_id=thread).values == {"n": 2}
+
+
+def _input_graph(cp: Any) -> Any:
+    class S(TypedDict):
+        items: Annotated[list[Any], lambda a, b: [*(a or []), *b]]
+
+    g = StateGraph(S)
+    g.add_node("node", lambda s: {})
+    g.add_edge(START, "node")
+    return g.compile(checkpointer=cp)
+
+
+def test_the_input_checkpoint_and_its_writes_are_one_save(any_backend: Any,
+                                                           monkeypatch: Any) -> None:
+    """With "sync" durability the input checkpoint and its START task's writes are one
+    transaction (``put_with_own_writes``): a run saves three times (input, START step,
+    node), no ``put_writes``; the writes read back as LangGraph's, under the START task."""
+    commits: list[Any] = []
+    commit = any_backend._commit
+    monkeypatch.setattr(any_backend, "_commit", lambda *a: (commits.append(a[3]), commit(*a))[1])
+    monkeypatch.setattr(any_backend, "put_writes", None)  # must not be called
+    graph = _input_graph(any_backend)
+    graph.invoke({"items": ["a"]}, thread_id="t")
+    assert len(commits) == 3 and type(commits[0]).__name__ == "OwnWrites"
+    first = next(s for s in graph.get_state_history({"configurable": {"thread_id": "t"}})
+                 if s.metadata["source"] == "input")
+    saved = any_backend.get_tuple(first.config)
+    assert [(w.task_id, w.channel, w.value) for w in saved.pending_writes] == [
+        (first.tasks[0].id, "items", ["a"])]
+    assert first.tasks[0].name == START and first.tasks[0].result == {"items": ["a"]}
+
+
+def test_an_input_the_codec_refuses_saves_nothing(any_backend: Any) -> None:
+    """The input checkpoint is not left behind without its writes: the thread keeps what
+    it held (LangGraph saves the checkpoint, then fails on the writes)."""
+    graph = _input_graph(any_backend)
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"items": ["a"]}, config)
+    before = [s.config for s in graph.get_state_history(config)]
+    with pytest.raises(SerializationError):
+        graph.invoke({"items": [object()]}, config)
+    assert [s.config for s in graph.get_state_history(config)] == before
+    assert graph.invoke({"items": ["b"]}, config)["items"] == ["a", "b"]

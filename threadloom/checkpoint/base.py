@@ -211,6 +211,22 @@ class BaseCheckpointer:
         self.put_writes(config, writes, task_id)
         return self.put(config, checkpoint, metadata, new_versions)
 
+    def put_with_own_writes(
+        self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int], writes: Sequence[tuple[str, Any]], task_id: str,
+    ) -> dict[str, Any]:
+        """An input checkpoint and its START task's ``writes`` (``task_id``) against it:
+        ``put``, then ``put_writes`` with the config it returned, as LangGraph saves them.
+        This default makes the two calls; the built-in checkpointers make both in one
+        transaction (a crash never leaves the checkpoint without its input).
+
+        Returns:
+            The config naming the saved checkpoint.
+        """
+        saved = self.put(config, checkpoint, metadata, new_versions)
+        self.put_writes(saved, writes, task_id)
+        return saved
+
     def get_next_version(self, current: int | None, channel: None = None) -> int:
         """The version a state key gets when written, after ``current`` (None: never
         written), as LangGraph's ``BaseCheckpointSaver.get_next_version``: ``current + 1``.
@@ -286,6 +302,14 @@ class BaseCheckpointer:
         return await to_worker(self.put_with_writes, config, checkpoint, metadata,
                                new_versions, writes, task_id)
 
+    async def aput_with_own_writes(
+        self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int], writes: Sequence[tuple[str, Any]], task_id: str,
+    ) -> dict[str, Any]:
+        """Async ``put_with_own_writes``."""
+        return await to_worker(self.put_with_own_writes, config, checkpoint, metadata,
+                               new_versions, writes, task_id)
+
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""
         await to_worker(self.delete_thread, thread_id)
@@ -306,8 +330,8 @@ class BaseCheckpointer:
 
 
 @functools.cache
-def _fuses(kind: type) -> bool:
-    owner = next((k for k in kind.__mro__ if "put_with_writes" in k.__dict__), None)
+def _fuses(kind: type, fused: str = "put_with_writes") -> bool:
+    owner = next((k for k in kind.__mro__ if fused in k.__dict__), None)
     if owner is None:
         return False
     for name in ("put", "aput", "put_writes", "aput_writes"):
@@ -323,3 +347,8 @@ def fuses_writes(cp: Any) -> bool:
     ``aput``, ``put_writes`` or ``aput_writes`` below it (an override must be called,
     as LangGraph calls them)."""
     return _fuses(type(cp))  # type: ignore[arg-type]
+
+
+def fuses_own_writes(cp: Any) -> bool:
+    """``fuses_writes`` for ``put_with_own_writes`` (an input checkpoint and its writes)."""
+    return _fuses(type(cp), "put_with_own_writes")  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from threadloom.checkpoint.memory_rows import (
     write_slots,
 )
 from threadloom.checkpoint.serde import Codec
-from threadloom.checkpoint.stored import CkRow, StoredCheckpointer
+from threadloom.checkpoint.stored import CkRow, OwnWrites, StoredCheckpointer
 from threadloom.checkpoint.write_refs import REF
 
 
@@ -44,9 +44,8 @@ class _Ns:
     """One ``(thread, namespace)``: checkpoints in id order, blobs and pending writes.
 
     Blob data, and checkpoint rows (parent id, record, metadata) of 1 KB or more, are
-    kept deflated with a preset dictionary: a 10-message thread stays under 10 KB
-    resident. Smaller checkpoint rows (~120 bytes for such a thread) are kept raw, as
-    deflating one would cost as much as the rest of a save.
+    kept deflated with a preset dictionary. Smaller checkpoint rows (~120 bytes in a chat
+    thread) are kept raw: deflating one would cost as much as the rest of a save.
 
     Blobs are kept as ``channel -> blob id -> row bytes`` (``row_bytes``): the collector
     tracks neither, so a saved blob adds no object that collections must visit.
@@ -336,7 +335,9 @@ class InMemoryCheckpointer(StoredCheckpointer):
             if space is None:
                 space = self._txn._ns_create(thread_id, ns)
             lone = b""
-            if writes:  # the step's task's writes, against the parent (memory_rows' forms)
+            if writes and type(writes) is OwnWrites:  # the input's, against this checkpoint
+                self._txn.insert_writes(thread_id, ns, cid, writes)
+            elif writes:  # the step's task's writes, against the parent (memory_rows' forms)
                 key = parent_id or ""
                 if type(writes) is tuple:  # lone_form: one write the new checkpoint holds
                     lone = b"" if key in space.writes else lone_write(*writes) or b""

@@ -29,7 +29,7 @@ import psycopg
 from psycopg import pq
 
 from threadloom.checkpoint.blob_rows import NewBlob
-from threadloom.checkpoint.tx import CkRow
+from threadloom.checkpoint.tx import CkRow, OwnWrites
 
 _CK_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_id, record, metadata"
 
@@ -90,8 +90,9 @@ def put_pipelined(conn: Any, st: PutStatements, row: CkRow, new: list[NewBlob],
                   token: int | None, now: float, count: bool,
                   writes: list[tuple[str, int, str, bytes]] | None = None) -> int | None:
     """Write one ``put`` (``row`` and its blobs ``new``; ``writes``: a task's write rows
-    against the parent checkpoint) in one transaction and one round trip on ``conn`` (an
-    autocommit psycopg connection outside any transaction).
+    against the parent checkpoint, or against ``row`` for ``OwnWrites``) in one
+    transaction and one round trip on ``conn`` (an autocommit psycopg connection outside
+    any transaction).
 
     Returns the namespace's checkpoint count (``count``) or 0; None when nothing was
     written and the generic path must run: the lease token is stale, or a delta's base
@@ -113,10 +114,11 @@ def put_pipelined(conn: Any, st: PutStatements, row: CkRow, new: list[NewBlob],
                 conn.cursor().execute(st.bl_insert.format(ok=ok), (
                     tid, ns, b.channel, b.bid, r.base, r.base, tid, ns, b.channel, r.base,
                     r.snap, r.n, r.chain, r.data, *guard))
+            target = row.checkpoint_id if type(writes) is OwnWrites else row.parent_id
             for task_id, idx, channel, data in writes or ():
                 stmt = st.wr_upsert if idx < 0 else st.wr_insert
                 conn.cursor().execute(stmt.format(ok=ok), (
-                    tid, ns, row.parent_id, task_id, idx, channel, data, *guard))
+                    tid, ns, target, task_id, idx, channel, data, *guard))
             written = conn.cursor()
             written.execute(st.ck_insert.format(ok=ok), (*row, *guard))
             touch = st.touch.format(ok=ok)

@@ -6,8 +6,7 @@ primitives (``Tx``) that each backend provides inside one transaction. The backe
 differ only in how rows are kept, so they pass the same conformance suite by design.
 
 A checkpoint that cannot be decoded (edited by hand, damaged on disk) raises
-``SerializationError`` (``CheckpointError``: a missing blob) naming checkpoint and thread;
-the rest stays readable.
+``SerializationError`` (a missing blob: ``CheckpointError``) naming it; the rest reads.
 
 A backend opened ``read_only`` (``SqliteCheckpointer(path, read_only=True)``,
 ``PostgresCheckpointer(conninfo, read_only=True)``) never writes: it creates and migrates
@@ -47,7 +46,7 @@ from threadloom.checkpoint.records import (
 )
 from threadloom.checkpoint.retention import Retention
 from threadloom.checkpoint.serde import Codec
-from threadloom.checkpoint.tx import WRITES_IDX, CkRow, Tx, check_schema
+from threadloom.checkpoint.tx import WRITES_IDX, CkRow, OwnWrites, Tx, check_schema
 from threadloom.checkpoint.write_refs import is_ref, resolve_writes, write_rows
 from threadloom.errors import CheckpointError
 
@@ -234,13 +233,8 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
 
     # -- writing --------------------------------------------------------------------------
 
-    def put(
-        self,
-        config: Mapping[str, Any],
-        checkpoint: Checkpoint,
-        metadata: Mapping[str, Any],
-        new_versions: Mapping[str, int],
-    ) -> dict[str, Any]:
+    def put(self, config: Mapping[str, Any], checkpoint: Checkpoint,
+            metadata: Mapping[str, Any], new_versions: Mapping[str, int]) -> dict[str, Any]:
         """See ``BaseCheckpointer.put``: one transaction writes the checkpoint and its blobs.
 
         The returned config names the new checkpoint and keeps the lease token of
@@ -262,6 +256,15 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
         rows = self._lone_rows(writes, task_id, checkpoint["channel_values"], checkpoint["id"])
         return self._store(config, checkpoint, metadata, new_versions, rows)
 
+    def put_with_own_writes(
+        self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: Mapping[str, Any],
+        new_versions: Mapping[str, int], writes: Sequence[tuple[str, Any]], task_id: str,
+    ) -> dict[str, Any]:
+        """See ``BaseCheckpointer.put_with_own_writes``: one transaction; raises as
+        ``put`` and ``put_writes``."""
+        rows = OwnWrites(write_rows(writes, task_id, WRITES_IDX, self.codec.dumps))
+        return self._store(config, checkpoint, metadata, new_versions, rows)
+
     def _lone_rows(self, writes: Sequence[tuple[str, Any]], task_id: str,
                    values: Mapping[str, Any], child_id: str) -> Any:
         """What ``_commit`` stores for a lone task's ``writes`` (``write_rows``, by
@@ -273,7 +276,7 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
                metadata: Mapping[str, Any], new_versions: Mapping[str, int],
                writes: Any) -> dict[str, Any]:
         thread_id, ns, parent_id = thread_config(config)
-        if writes and parent_id is None:
+        if writes and parent_id is None and type(writes) is not OwnWrites:
             raise CheckpointError("put_writes needs a config naming a checkpoint_id")
         cid = checkpoint["id"]
         key = (thread_id, ns)
@@ -312,8 +315,9 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
             thread_id, ns = row.thread_id, row.checkpoint_ns
             if token is not None:
                 self._current_lease(tx, thread_id, token)
-            if writes:
-                tx.insert_writes(thread_id, ns, row.parent_id or "", writes)
+            if writes:  # against the parent, or this checkpoint (OwnWrites)
+                tx.insert_writes(thread_id, ns, row.checkpoint_id if type(writes) is OwnWrites
+                                 else row.parent_id or "", writes)
             if new:
                 # in place: the caller's caches learn what was really stored
                 new[:] = [self._check_base(tx, thread_id, ns, b) for b in new]
@@ -370,13 +374,12 @@ class StoredCheckpointer(Retention, LeaseMixin, BaseCheckpointer):
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of a thread, in every namespace.
 
-        A run that holds the thread's lease (SQLite, PostgreSQL) loses it in the same
+        A run holding the thread's lease (SQLite, PostgreSQL) loses it in the same
         transaction: its next write raises ``ThreadBusyError`` ("... the thread was
-        deleted ..."), so it cannot bring back a partial history whose first parent is
-        gone. Runs on ``InMemoryCheckpointer`` hold no lease: one still going on keeps
-        writing, into a thread of the same id. To refuse instead of cutting a live run
-        short, take the lease first (``acquire_lease``), as ``threadloom threads delete``
-        does. The lease row survives, so fencing tokens never repeat.
+        deleted ..."), so it cannot bring back a partial history. Runs on
+        ``InMemoryCheckpointer`` hold no lease: one going on keeps writing, into a thread
+        of the same id. To refuse instead, take the lease first (``acquire_lease``), as
+        ``threadloom threads delete`` does. The lease row stays: tokens never repeat.
 
         Raises:
             CheckpointError: the checkpointer was opened read-only.

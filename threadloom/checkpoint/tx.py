@@ -18,6 +18,13 @@ from threadloom.errors import CheckpointError
 WRITES_IDX = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4, FAILED: -5}
 
 
+class OwnWrites(list):  # type: ignore[type-arg]
+    """Write rows a ``_commit`` stores against the checkpoint it writes, not against its
+    parent (``put_with_own_writes``)."""
+
+    __slots__ = ()
+
+
 class CkRow(NamedTuple):
     """A stored checkpoint row."""
 

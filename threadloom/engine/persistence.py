@@ -62,6 +62,7 @@ class Persistence:
     _unsaved_exit: tuple[Any, ...] | None
     direct_saves: bool
     fuses: bool  # direct_saves, and the checkpointer has put_with_writes (fuses_writes)
+    input_writes: list[tuple[str, Any]] | None  # saved with the input checkpoint
     paused: bool
     namespace: tuple[str, ...]
     paused_with: list[tuple[Interrupt, ...]]
@@ -115,6 +116,14 @@ class Persistence:
                 tasks[0].cached or tasks[0].name == START):
             return args
         return (*args, self._writes_of(tasks[0]), tasks[0].id)
+
+    def _input_args(self, *args: Any) -> tuple[Any, ...]:
+        """A put's ``args`` for the input checkpoint, plus its START task's writes and id
+        (``put_with_own_writes``; ``start.put_start_writes`` names the task the same)."""
+        writes, self.input_writes = self.input_writes or [], None
+        if self.graph.untracked_keys:
+            writes = tracked_writes(self.graph.untracked_keys, writes)
+        return (*args, writes, task_id(args[1]["id"], self.step + 1, 0, START))
 
     def _put_sync(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """``cp.put(*args)``, or ``put_with_writes`` for the args of ``_with_lone_writes``
@@ -248,7 +257,10 @@ class Persistence:
         else:
             new = {k: versions[k] for k in updated}
         task = tasks[0] if len(tasks) == 1 else None  # _with_lone_writes, inlined
-        if task is None or task.result is None or task.cached or source != "loop" or (
+        if self.input_writes is not None:  # the input checkpoint with its START writes
+            config = self.cp.put_with_own_writes(  # type: ignore[union-attr]
+                *self._input_args(parent, checkpoint, metadata, new))
+        elif task is None or task.result is None or task.cached or source != "loop" or (
                 task.name == START):
             config = self.cp.put(parent, checkpoint, metadata, new)  # type: ignore[union-attr]
         elif self.fuses and (result := task.result).writes and not result.goto and (
@@ -298,7 +310,11 @@ class Persistence:
             await self.lease.renew_if_due()
         parent = self.checkpoint_config
         args = self._with_lone_writes(source, tasks, (parent, checkpoint, metadata, new_versions))
-        if durability == "async" and not self.blocking_ok:
+        if self.input_writes is not None:  # "sync": the input checkpoint with its writes
+            config = await self.cp_call("put_with_own_writes", *self._input_args(*args))
+            self.checkpoint_config = self.fenced(config)
+            self._unsaved_exit = None
+        elif durability == "async" and not self.blocking_ok:
             # Name the new checkpoint at once: writes of the next step belong to it, and
             # are saved only after it (every put_writes waits for the pending put).
             conf = self.config["configurable"]

@@ -111,6 +111,7 @@ class RunLoop(Persistence):
         self.written_keys: dict[str, list[Any]] = {}
         self._unsaved_exit: tuple[Any, ...] | None = None
         self.direct_saves = self.fuses = False  # set when the run starts (_saves_directly)
+        self.input_writes: list[tuple[str, Any]] | None = None  # see start._save_input
         # Task ids are plain "<step>:<index>" (no checkpointer, not a subgraph).
         self.plain_ids = checkpointer is None and not namespace
         self.plain_bump = default_bump(checkpointer)  # versions bumped by apply itself

@@ -18,6 +18,7 @@ from threadloom.checkpoint.base import (
     SPECIAL_WRITE_CHANNELS,
     Checkpoint,
     CheckpointTuple,
+    fuses_own_writes,
 )
 from threadloom.engine.apply import apply_from
 from threadloom.engine.command_writes import command_writes, next_command_task
@@ -249,11 +250,18 @@ async def _start_input(loop: RunLoop, input: Any, goto: list[Any] | None = None)
 async def _save_input(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
     """Save the input checkpoint, as LangGraph: the state before the input, ``next`` the
     START task, the input kept as that task's pending writes (a replay of this checkpoint
-    runs it again)."""
+    runs it again). With ``"sync"`` durability both are one transaction, where LangGraph
+    makes two (a crash between them left the checkpoint without its input)."""
+    fused = loop.durability == "sync" and bool(writes) and fuses_own_writes(loop.cp)
+    if fused:  # saved with the checkpoint, one transaction (put_with_own_writes)
+        loop.input_writes = list(writes)
     saving = loop.save("input", set(), [], Planned([START], []))
     if saving is not None:
         await saving
-    if loop.durability != "exit" and writes:
+    if fused and loop.input_writes is not None:  # the save did not take them
+        loop.input_writes = None
+        await put_start_writes(loop, writes)
+    elif not fused and loop.durability != "exit" and writes:
         await put_start_writes(loop, writes)
 
 
