@@ -15,7 +15,7 @@ from typing import Any
 
 from threadloom.checkpoint.blob_rows import BlobRow
 from threadloom.checkpoint.tx import WRITES_IDX
-from threadloom.checkpoint.write_refs import NO_VALUE, REF, REF_VALUE, in_list
+from threadloom.checkpoint.write_refs import NO_VALUE, REF, child_ref
 
 __all__ = [
     "BATCH", "DEFLATED", "RAW", "SMALL", "SMALL_CHECKPOINT", "ZDICT", "blob_row",
@@ -160,19 +160,17 @@ def kept_writes(writes: Any, task_id: str, values: Any, child_id: str, dumps: An
     out: list[Any] = [child_id, task_id]
     get = values.get
     for ch, v in writes:
-        current = get(ch, NO_VALUE)
         t = type(v)
-        if current is v:
-            data: Any = REF_VALUE
+        data: Any = child_ref(v, get(ch, NO_VALUE), b"")
+        if data is not None:
+            pass
         elif plain and t in _KEPT:
             data = v
         elif plain and t is dict and _KEPT.issuperset(map(type, v.values())) and (
                 _STR.issuperset(map(type, v))):
             data = dict(v)
         else:
-            data = in_list(v, current, b"") if type(current) is list else None
-            if data is None:
-                data = dumps(v, path="writes." + ch)
+            data = dumps(v, path="writes." + ch)
         out += (ch, data)
     return out
 
@@ -213,10 +211,7 @@ def lone_form(writes: Any, task_id: str, values: Any) -> tuple[str, str, bytes] 
     if len(writes) != 1:
         return None
     channel, value = writes[0]
-    current = values.get(channel, NO_VALUE)
-    if current is value:
-        return task_id, channel, REF_VALUE[1:]
-    ref = in_list(value, current, b"") if type(current) is list else None
+    ref = child_ref(value, values.get(channel, NO_VALUE), b"")
     return None if ref is None else (task_id, channel, ref[1:])
 
 

@@ -31,8 +31,8 @@ from typing import Any
 from threadloom.checkpoint.base import PendingWrite
 from threadloom.checkpoint.records import bad_shape
 
-__all__ = ["NO_VALUE", "REF", "REF_VALUE", "in_list", "is_ref", "parse_ref", "resolve_writes",
-           "write_rows"]
+__all__ = ["NO_VALUE", "REF", "REF_VALUE", "child_ref", "in_list", "is_ref", "parse_ref",
+           "resolve_writes", "write_rows"]
 
 REF = b"\x00"
 REF_VALUE, REF_TAIL, REF_LAST = b"\x00v", b"\x00t", b"\x00l"
@@ -56,6 +56,15 @@ def in_list(value: Any, current: list[Any], child: bytes) -> bytes | None:
     return None
 
 
+def child_ref(value: Any, current: Any, child: bytes) -> bytes | None:
+    """The reference for a write of ``value`` to a channel whose value in the child
+    checkpoint ``child`` (its id) is ``current``: ``REF_VALUE`` when it is that very
+    object, else a list's tail (``in_list``); None when it is neither."""
+    if current is value:
+        return REF_VALUE + child
+    return in_list(value, current, child) if type(current) is list else None
+
+
 def write_rows(
     writes: Sequence[tuple[str, Any]], task_id: str, index: Mapping[str, int],
     dumps: Callable[..., bytes], values: Mapping[str, Any] | None = None,
@@ -65,7 +74,7 @@ def write_rows(
     have their own (negative) index in ``index``, so saving them again overwrites. Given
     the saved checkpoint's channel ``values`` and id, a write found in them is a
     reference: ``REF_VALUE`` when it is the very object the channel holds, else a list's
-    tail (``in_list``). ``plain``: ``dumps`` writes plain JSON (no encryption), so
+    tail (``child_ref``). ``plain``: ``dumps`` writes plain JSON (no encryption), so
     ``None`` and an int are written here.
 
     Raises:
@@ -73,12 +82,9 @@ def write_rows(
     """
     rows = []
     child = child_id.encode()
-    same = REF_VALUE + child
     get = (values or {}).get
     for i, (ch, v) in enumerate(writes):
-        current = get(ch, NO_VALUE)
-        ref = same if current is v else (
-            in_list(v, current, child) if type(current) is list else None)
+        ref = child_ref(v, get(ch, NO_VALUE), child)
         if ref is not None:
             data = ref
         elif plain and v is None:

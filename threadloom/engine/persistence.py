@@ -117,13 +117,19 @@ class Persistence:
             return args
         return (*args, self._writes_of(tasks[0]), tasks[0].id)
 
-    def _input_args(self, *args: Any) -> tuple[Any, ...]:
-        """A put's ``args`` for the input checkpoint, plus its START task's writes and id
-        (``put_with_own_writes``; ``start.put_start_writes`` names the task the same)."""
-        writes, self.input_writes = self.input_writes or [], None
+    def start_writes(self, cid: str, writes: list[tuple[str, Any]]
+                     ) -> tuple[list[tuple[str, Any]], str]:
+        """The input's ``writes`` as saved against input checkpoint ``cid`` (tracked keys
+        only), and the id of the START task they belong to."""
         if self.graph.untracked_keys:
             writes = tracked_writes(self.graph.untracked_keys, writes)
-        return (*args, writes, task_id(args[1]["id"], self.step + 1, 0, START))
+        return list(writes), task_id(cid, self.step + 1, 0, START)
+
+    def _input_args(self, *args: Any) -> tuple[Any, ...]:
+        """A put's ``args`` for the input checkpoint plus its START task's writes and id
+        (``put_with_own_writes``)."""
+        writes, self.input_writes = self.input_writes, None
+        return (*args, *self.start_writes(args[1]["id"], writes or []))
 
     def _put_sync(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """``cp.put(*args)``, or ``put_with_writes`` for the args of ``_with_lone_writes``

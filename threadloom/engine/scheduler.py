@@ -167,8 +167,8 @@ class RunLoop(Persistence):
                 self.paused = True
                 self._emit_pause([])
                 return
-            task = tasks[0]  # run its tasks, concurrently (a lone one here: _run_lone)
-            if len(tasks) == 1 and task.result is None and task.held is None and (
+            # run its tasks, concurrently; a lone one right here (see _lone_failed)
+            if len(tasks) == 1 and (task := tasks[0]).result is None and task.held is None and (
                     self.graph.step_timeout is None):
                 self.inline_sync = self.inline_lone
                 try:

@@ -26,7 +26,6 @@ from threadloom.engine.replay import begin as begin_travel
 from threadloom.engine.routing import Planned, next_tasks, plan_from_saved
 from threadloom.engine.runtime import is_interrupt_id
 from threadloom.engine.tasks import Held, Task, TaskResult, task_id, writes_output
-from threadloom.engine.untracked import tracked_writes
 from threadloom.engine.writes import writes_of
 from threadloom.errors import (
     CheckpointNotFoundError,
@@ -258,10 +257,7 @@ async def _save_input(loop: RunLoop, writes: list[tuple[str, Any]]) -> None:
     saving = loop.save("input", set(), [], Planned([START], []))
     if saving is not None:
         await saving
-    if fused and loop.input_writes is not None:  # the save did not take them
-        loop.input_writes = None
-        await put_start_writes(loop, writes)
-    elif not fused and loop.durability != "exit" and writes:
+    if not fused and loop.durability != "exit" and writes:
         await put_start_writes(loop, writes)
 
 
@@ -269,11 +265,7 @@ async def put_start_writes(loop: RunLoop, writes: list[tuple[str, Any]]) -> None
     """Save ``writes`` as the pending writes of the START task of the last checkpoint."""
     await loop._flush_pending_put()  # noqa: SLF001
     cid = (loop.checkpoint_config.get("configurable") or {}).get("checkpoint_id", "")
-    if loop.graph.untracked_keys:
-        writes = tracked_writes(loop.graph.untracked_keys, writes)
-    await loop.cp_call(
-        "put_writes", loop.checkpoint_config, list(writes), task_id(cid, loop.step + 1, 0, START)
-    )
+    await loop.cp_call("put_writes", loop.checkpoint_config, *loop.start_writes(cid, writes))
 
 
 async def run_start_step(loop: RunLoop, writes: list[tuple[str, Any]],
