@@ -147,6 +147,29 @@ def test_idle_workers_end() -> None:
     assert pool._workers == 0
 
 
+def test_a_closed_loops_workers_end_without_waiting_out_the_idle_timeout() -> None:
+    """``asyncio.run`` after ``asyncio.run`` (a script calling ``ainvoke`` so): each loop's
+    workers end about a second after it closes, not 30 s later (found by a new-user
+    trial: 20 runs left 40 idle threads behind)."""
+
+    async def one() -> int:
+        return await to_worker(lambda: 1)
+
+    before = {t.ident for t in threading.enumerate()}
+    for _ in range(10):
+        assert asyncio.run(one()) == 1
+
+    def left() -> list[threading.Thread]:
+        return [t for t in threading.enumerate()
+                if t.name == "threadloom-worker" and t.ident not in before]
+
+    assert left()  # the pools' workers outlive their calls
+    deadline = time.monotonic() + 5
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left()
+
+
 def test_a_cancelled_caller_does_not_break_the_pool() -> None:
     started = threading.Event()
 

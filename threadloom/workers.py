@@ -16,9 +16,10 @@ delivered in one loop turn.
 
 Workers are daemon threads, started while queued calls outnumber the waiting workers (so a
 call never waits behind a blocking one below the bound) and ended after ``IDLE_TIMEOUT_S``
-without work. A cancelled caller does not stop its call (as with ``to_thread``); its
-result is dropped. A call that raises ``StopIteration`` (which cannot travel through a
-future) raises ``RuntimeError`` from it instead, as PEP 479 does for generators.
+without work, or within a second once their loop is closed (``asyncio.run`` returned).
+A cancelled caller does not stop its call (as with ``to_thread``); its result is dropped.
+A call that raises ``StopIteration`` (which cannot travel through a future) raises
+``RuntimeError`` from it instead, as PEP 479 does for generators.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ T = TypeVar("T")
 
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 IDLE_TIMEOUT_S = 30.0
+_TICK_S = 1.0  # how often an idle worker checks that its loop still runs
 
 
 class WorkerPool:
@@ -60,6 +62,13 @@ class WorkerPool:
         self._queued = 0  # calls put and not yet taken
         self._done: deque[tuple[asyncio.Future[Any], bool, Any]] = deque()
         self._wake_pending = False
+        self.loop: weakref.ref[asyncio.AbstractEventLoop] | None = None  # set by pool_of
+
+    def _loop_gone(self) -> bool:
+        """Whether the loop this pool serves was closed or collected (``asyncio.run``
+        returned): its idle workers then end at once, not after ``idle_timeout_s``."""
+        loop = self.loop() if self.loop is not None else None
+        return self.loop is not None and (loop is None or loop.is_closed())
 
     def submit(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Queue ``fn()`` (already bound to its context); its future belongs to ``loop``
@@ -83,16 +92,22 @@ class WorkerPool:
 
     def _work(self) -> None:
         calls, lock = self._calls, self._lock
+        tick = min(self.idle_timeout_s, _TICK_S)
+        idle = 0.0
         while True:
             try:
-                future, fn = calls.get(timeout=self.idle_timeout_s)
+                future, fn = calls.get(timeout=tick)
             except queue.Empty:
+                idle += tick
+                if idle < self.idle_timeout_s and not self._loop_gone():
+                    continue
                 with lock:
                     if self._queued > self._waiting - 1:
                         continue  # calls are queued that the other waiting workers can't take
                     self._waiting -= 1
                     self._workers -= 1
                     return
+            idle = 0.0
             with lock:
                 self._waiting -= 1
                 self._queued -= 1
@@ -247,6 +262,7 @@ def pool_of(loop: asyncio.AbstractEventLoop) -> WorkerPool:
         pool = getattr(loop, _POOL_ATTR, None) or _POOLS.get(loop)
         if pool is None:
             pool = WorkerPool()
+            pool.loop = weakref.ref(loop)
             try:
                 setattr(loop, _POOL_ATTR, pool)  # lives and dies with its loop
             except AttributeError:
